@@ -1,0 +1,43 @@
+//! `agentfly call TOOL ARGS_JSON`: one tool call, as a chain would make it.
+
+use agentfly_core::Toolbox;
+use serde_json::json;
+use std::process::ExitCode;
+
+/// Options of `agentfly call`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The tool's name (see `agentfly tools`).
+    tool: String,
+    /// The arguments as one JSON object, e.g. '{"expression": "2+2"}'.
+    #[arg(default_value = "{}")]
+    args: String,
+    /// Print `{"text": ..., "is_error": ...}` instead of the text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Prints the observation; exits 1 when it is an error observation.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let toolbox = Toolbox::all()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let observation = runtime.block_on(toolbox.call_json(&args.tool, &args.args));
+    // A sync tool abandoned at its timeout may still be running: don't wait for it.
+    runtime.shutdown_background();
+    if args.json {
+        let out = json!({"text": observation.text, "is_error": observation.is_error});
+        println!("{out}");
+    } else if observation.is_error {
+        eprintln!("{}", observation.text);
+    } else {
+        println!("{}", observation.text);
+    }
+    Ok(if observation.is_error {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}

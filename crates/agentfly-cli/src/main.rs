@@ -1,0 +1,46 @@
+//! `agentfly`: the standard training binary. It links the standard tools and
+//! environments; a custom binary does the same with its own tool crates (see `examples/`).
+
+mod commands;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+// A crate that nothing names is dropped by the linker, and its tools with it.
+agentfly_core::link!(agentfly_tools, agentfly_envs);
+
+/// Train language-model agents with reinforcement learning over multi-turn tool use.
+#[derive(Parser)]
+#[command(name = "agentfly", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List every linked tool (and the rewards), with their argument schemas.
+    Tools(commands::tools::Args),
+    /// List every linked reward and the sample fields it reads.
+    Rewards(commands::rewards::Args),
+    /// Call one tool with JSON arguments and print the observation.
+    Call(commands::call::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = agentfly_core::registry::check()
+        .map_err(anyhow::Error::from)
+        .and_then(|()| match cli.command {
+            Command::Tools(args) => commands::tools::run(args),
+            Command::Rewards(args) => commands::rewards::run(args),
+            Command::Call(args) => commands::call::run(args),
+        });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

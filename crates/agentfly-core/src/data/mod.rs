@@ -1,0 +1,5 @@
+//! Datasets: the samples chains start from.
+
+mod sample;
+
+pub use sample::Sample;

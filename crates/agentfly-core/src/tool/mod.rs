@@ -1,0 +1,17 @@
+//! Tools: what `#[tool]` registers ([`ToolSpec`]), how a call is made safe ([`Toolbox`]),
+//! what the model reads back ([`Observation`]) and the per-chain state a call sees
+//! ([`CallContext`]).
+
+mod context;
+mod invoke;
+mod observation;
+mod schema;
+mod spec;
+mod toolbox;
+
+pub(crate) use invoke::{panic_message, panicked};
+pub use context::{CallContext, MissingEnvironment};
+pub use observation::{Observation, ToolErrorKind, ToolFailure};
+pub use schema::parameters_schema;
+pub use spec::{ToolFuture, ToolOptions, ToolSpec};
+pub use toolbox::Toolbox;

@@ -1,0 +1,153 @@
+//! A set of registered tools, chosen by name, called safely from JSON.
+
+use super::invoke::{failed, invoke};
+use super::{CallContext, Observation, ToolErrorKind, ToolFailure, ToolSpec};
+use crate::registry::{self, RegistryError};
+use serde_json::Value;
+use std::time::Duration;
+
+/// The tools a chain may call. Every call ends with an [`Observation`], whatever the
+/// model sent and whatever the tool did: invalid JSON, bad arguments, an unknown name, an
+/// `Err`, a panic and a timeout each become an error observation the model can read.
+#[derive(Debug, Clone)]
+pub struct Toolbox {
+    tools: Vec<&'static ToolSpec>,
+    default_timeout: Duration,
+}
+
+impl Toolbox {
+    /// The timeout of a tool that sets no `timeout_ms`.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// Every tool linked into this binary, sorted by name. Fails when two tools share a
+    /// name, naming both origins.
+    pub fn all() -> Result<Self, RegistryError> {
+        Ok(Self::with_tools(registry::tools()?))
+    }
+
+    /// The tools named, in the order given. An unknown name fails with the list of known
+    /// ones.
+    pub fn from_names<S: AsRef<str>>(names: &[S]) -> Result<Self, RegistryError> {
+        let all = registry::tools()?;
+        let mut tools = Vec::with_capacity(names.len());
+        for name in names {
+            let name = name.as_ref();
+            let spec = all.iter().find(|t| t.name == name).ok_or_else(|| {
+                RegistryError::UnknownTool {
+                    name: name.to_string(),
+                    known: all.iter().map(|t| t.name.to_string()).collect(),
+                }
+            })?;
+            if !tools.iter().any(|t: &&ToolSpec| t.name == name) {
+                tools.push(*spec);
+            }
+        }
+        Ok(Self::with_tools(tools))
+    }
+
+    fn with_tools(tools: Vec<&'static ToolSpec>) -> Self {
+        Self {
+            tools,
+            default_timeout: Self::DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// Sets the timeout of tools that set no `timeout_ms`.
+    pub fn with_default_timeout(mut self, timeout: Duration) -> Self {
+        self.default_timeout = timeout;
+        self
+    }
+
+    /// The tools, in order.
+    pub fn tools(&self) -> &[&'static ToolSpec] {
+        &self.tools
+    }
+
+    /// The tool names, in order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.tools.iter().map(|t| t.name).collect()
+    }
+
+    /// The tool called `name`.
+    pub fn get(&self, name: &str) -> Option<&'static ToolSpec> {
+        self.tools.iter().copied().find(|t| t.name == name)
+    }
+
+    /// No tools at all?
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The schemas of the tools in the OpenAI function-calling shape, as chat templates
+    /// take them in `tools`.
+    pub fn schemas(&self) -> Vec<Value> {
+        self.tools.iter().map(|t| t.schema()).collect()
+    }
+
+    /// Calls `name` with arguments given as JSON text, in a fresh [`CallContext`].
+    /// Needs a tokio runtime (with timers); see [`call_json_blocking`](Self::call_json_blocking).
+    pub async fn call_json(&self, name: &str, args_json: &str) -> Observation {
+        self.call_json_in(&mut CallContext::new(), name, args_json)
+            .await
+    }
+
+    /// Calls `name` with arguments given as JSON text, in the chain's `ctx`.
+    pub async fn call_json_in(
+        &self,
+        ctx: &mut CallContext,
+        name: &str,
+        args_json: &str,
+    ) -> Observation {
+        let args = if args_json.trim().is_empty() {
+            Value::Object(Default::default())
+        } else {
+            match serde_json::from_str::<Value>(args_json) {
+                Ok(value) => value,
+                Err(e) => {
+                    return failed(
+                        name,
+                        ToolFailure::new(
+                            ToolErrorKind::InvalidJson,
+                            format!("the arguments are not valid JSON ({e}); send one JSON object"),
+                        ),
+                    );
+                }
+            }
+        };
+        self.call(ctx, name, args).await
+    }
+
+    /// Calls `name` with parsed arguments, in the chain's `ctx`.
+    pub async fn call(&self, ctx: &mut CallContext, name: &str, args: Value) -> Observation {
+        match self.get(name) {
+            Some(spec) => invoke(spec, ctx, args, self.default_timeout).await,
+            None => Observation::error(
+                ToolErrorKind::UnknownTool,
+                format!(
+                    "Error: there is no tool named `{name}`. Available tools: {}.",
+                    self.names().join(", ")
+                ),
+            ),
+        }
+    }
+
+    /// [`call_json`](Self::call_json) on a runtime of its own, for code outside tokio (a
+    /// CLI, a test). Do not call it from inside a tokio runtime.
+    pub fn call_json_blocking(&self, name: &str, args_json: &str) -> Observation {
+        match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => {
+                let observation = runtime.block_on(self.call_json(name, args_json));
+                // A sync tool abandoned at its timeout may still be running: don't wait.
+                runtime.shutdown_background();
+                observation
+            }
+            Err(e) => Observation::error(
+                ToolErrorKind::ToolError,
+                format!("could not start a runtime for the call: {e}"),
+            ),
+        }
+    }
+}

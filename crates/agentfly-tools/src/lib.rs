@@ -1,0 +1,22 @@
+//! Ready tools and rewards for agentfly agents.
+//!
+//! | tool | what it does |
+//! |---|---|
+//! | [`calculator`](calculator::calculator) | exact arithmetic: `+ - * / ^`, parentheses, unary minus, decimals, big integers |
+//! | [`submit_answer`](submit::submit_answer) | terminal: the agent's final answer |
+//!
+//! | reward | what it scores |
+//! |---|---|
+//! | [`exact_numeric`](rewards::exact_numeric) | 1 when the response is the sample's numeric `answer` |
+//! | [`exact_match`](rewards::exact_match) | 1 when the response equals the sample's `answer` text (case and spacing ignored) |
+//!
+//! A binary sees these only if it links this crate: `agentfly_core::link!(agentfly_tools);`.
+
+#![warn(missing_docs)]
+
+pub mod calculator;
+pub mod rewards;
+pub mod submit;
+
+/// agentfly-core, re-exported so a crate depending only on this one reaches the registry.
+pub use agentfly_core as core;
