@@ -91,17 +91,35 @@ where
     })
 }
 
+/// What a `#[tool]` may return (besides a `Result` of it): anything `Into<Observation>`.
+#[diagnostic::on_unimplemented(
+    message = "a #[tool] returns `String`, a number, anything `Into<Observation>`, or a \
+               `Result<T, E: Display>` of one; not `{Self}`",
+    label = "this return value",
+    note = "format it into a `String`, or `impl From<{Self}> for Observation`"
+)]
+pub trait ToolOutput {
+    /// The conversion.
+    fn into_observation(self) -> Observation;
+}
+
+impl<T: Into<Observation>> ToolOutput for T {
+    fn into_observation(self) -> Observation {
+        self.into()
+    }
+}
+
 /// A tool's plain return value as an observation.
-pub fn into_observation<T: Into<Observation>>(value: T) -> Observation {
-    value.into()
+pub fn into_observation<T: ToolOutput>(value: T) -> Observation {
+    value.into_observation()
 }
 
 /// A tool's `Result` as an observation: `Err` is flagged as an error.
-pub fn result_into_observation<T: Into<Observation>, E: Display>(
+pub fn result_into_observation<T: ToolOutput, E: Display>(
     result: Result<T, E>,
 ) -> Result<Observation, ToolFailure> {
     result
-        .map(Into::into)
+        .map(ToolOutput::into_observation)
         .map_err(|e| ToolFailure::new(ToolErrorKind::ToolError, e.to_string()))
 }
 

@@ -4,7 +4,7 @@
 use crate::options::{self, Kind, Options};
 use crate::paths;
 use crate::signature::{self, Function, ParamKind};
-use crate::tool::{combine, with_error};
+use crate::tool::{combine, return_span, with_error};
 use proc_macro2::TokenStream;
 use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
@@ -117,10 +117,11 @@ fn generate(options: &Options, function: &Function) -> TokenStream {
     } else {
         call
     };
+    let span = return_span(&item.sig);
     let convert = if function.returns_result {
-        quote!(#private::result_into_reward_output(#name, __af_out))
+        quote_spanned!(span=> #private::result_into_reward_output(#name, __af_out))
     } else {
-        quote!(::core::result::Result::Ok(#private::into_reward_output(__af_out)))
+        quote_spanned!(span=> ::core::result::Result::Ok(#private::into_reward_output(__af_out)))
     };
     let timeout_ms = match &options.timeout_ms {
         Some(lit) => quote!(::core::option::Option::Some(#lit)),

@@ -150,10 +150,12 @@ fn generate(options: &Options, function: &Function) -> TokenStream {
             __af_ctx.put_env_box::<#env>(__af_env_box);
         },
     };
+    // Spanned on the return type, so a type that cannot be an observation is pointed at.
+    let span = return_span(&item.sig);
     let convert = if function.returns_result {
-        quote!(#private::result_into_observation(__af_out))
+        quote_spanned!(span=> #private::result_into_observation(__af_out))
     } else {
-        quote!(::core::result::Result::Ok(#private::into_observation(__af_out)))
+        quote_spanned!(span=> ::core::result::Result::Ok(#private::into_observation(__af_out)))
     };
 
     let max_output_chars = opt_usize(options.max_output_chars.as_ref());
@@ -224,6 +226,14 @@ fn generate(options: &Options, function: &Function) -> TokenStream {
                 }
             }
         };
+    }
+}
+
+/// The span of the return type (of the name, when there is none).
+pub fn return_span(sig: &syn::Signature) -> proc_macro2::Span {
+    match &sig.output {
+        syn::ReturnType::Type(_, ty) => ty.span(),
+        syn::ReturnType::Default => sig.ident.span(),
     }
 }
 
