@@ -80,10 +80,9 @@ fn list(names: &[String]) -> String {
 
 /// Every linked tool, sorted by name; an error on a duplicate name.
 pub fn tools() -> Result<Vec<&'static ToolSpec>, RegistryError> {
-    collect(
-        inventory::iter::<ToolSpec>.into_iter(),
-        |t| (t.name, t.origin),
-    )
+    collect(inventory::iter::<ToolSpec>.into_iter(), |t| {
+        (t.name, t.origin)
+    })
     .map_err(|(name, first, second)| RegistryError::DuplicateTool {
         name,
         first,
@@ -93,10 +92,9 @@ pub fn tools() -> Result<Vec<&'static ToolSpec>, RegistryError> {
 
 /// Every linked reward, sorted by name; an error on a duplicate name.
 pub fn rewards() -> Result<Vec<&'static RewardSpec>, RegistryError> {
-    collect(
-        inventory::iter::<RewardSpec>.into_iter(),
-        |r| (r.name, r.origin),
-    )
+    collect(inventory::iter::<RewardSpec>.into_iter(), |r| {
+        (r.name, r.origin)
+    })
     .map_err(|(name, first, second)| RegistryError::DuplicateReward {
         name,
         first,

@@ -36,17 +36,31 @@ mod stocks {
 #[test]
 fn duplicate_tool_names_are_reported_with_both_origins() {
     let err = Toolbox::all().unwrap_err();
-    let RegistryError::DuplicateTool { name, first, second } = &err else {
+    let RegistryError::DuplicateTool {
+        name,
+        first,
+        second,
+    } = &err
+    else {
         panic!("expected a duplicate, got {err}");
     };
     assert_eq!(name, "forecast");
     let mut modules = [first.module_path, second.module_path];
     modules.sort();
-    assert_eq!(modules, ["duplicate_names::stocks", "duplicate_names::weather"]);
+    assert_eq!(
+        modules,
+        ["duplicate_names::stocks", "duplicate_names::weather"]
+    );
     let text = err.to_string();
-    assert!(text.starts_with("two tools are named `forecast`: one in duplicate_names::"), "{text}");
+    assert!(
+        text.starts_with("two tools are named `forecast`: one in duplicate_names::"),
+        "{text}"
+    );
     assert!(text.contains("tests/duplicate_names.rs:"), "{text}");
-    assert!(text.ends_with("rename one with #[tool(name = \"...\")]"), "{text}");
+    assert!(
+        text.ends_with("rename one with #[tool(name = \"...\")]"),
+        "{text}"
+    );
     assert_eq!(registry::check().unwrap_err(), err);
     assert!(Toolbox::from_names(&["forecast"]).is_err());
 }
@@ -54,6 +68,12 @@ fn duplicate_tool_names_are_reported_with_both_origins() {
 #[test]
 fn duplicate_reward_names_are_reported_with_both_origins() {
     let err = Rewards::all().unwrap_err().to_string();
-    assert!(err.starts_with("two rewards are named `score`: one in duplicate_names::"), "{err}");
-    assert!(err.contains("duplicate_names::stocks") && err.contains("duplicate_names::weather"), "{err}");
+    assert!(
+        err.starts_with("two rewards are named `score`: one in duplicate_names::"),
+        "{err}"
+    );
+    assert!(
+        err.contains("duplicate_names::stocks") && err.contains("duplicate_names::weather"),
+        "{err}"
+    );
 }

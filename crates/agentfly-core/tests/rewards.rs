@@ -30,7 +30,10 @@ async fn fallible(response: &str, keywords: Vec<String>) -> Result<f32, String> 
     if response.is_empty() {
         return Err("empty response".into());
     }
-    let hits = keywords.iter().filter(|k| response.contains(k.as_str())).count();
+    let hits = keywords
+        .iter()
+        .filter(|k| response.contains(k.as_str()))
+        .count();
     Ok(hits as f32 / keywords.len() as f32)
 }
 
@@ -61,7 +64,12 @@ fn not_a_number() -> f32 {
     f32::NAN
 }
 
-fn score(name: &str, response: &str, sample: &Sample, ctx: &mut CallContext) -> Result<RewardOutput, RewardError> {
+fn score(
+    name: &str,
+    response: &str,
+    sample: &Sample,
+    ctx: &mut CallContext,
+) -> Result<RewardOutput, RewardError> {
     let trajectory = Trajectory {
         turns: 3,
         ..Trajectory::default()
@@ -81,18 +89,32 @@ fn score(name: &str, response: &str, sample: &Sample, ctx: &mut CallContext) -> 
 fn parameters_are_filled_by_name() {
     let sample = Sample::new("q1", json!({"question": "12*7?", "answer": 84}));
     let mut ctx = CallContext::new();
-    assert_eq!(score("numeric", "84", &sample, &mut ctx).unwrap().reward, 1.0);
-    assert_eq!(score("numeric", "85", &sample, &mut ctx).unwrap().reward, 0.0);
+    assert_eq!(
+        score("numeric", "84", &sample, &mut ctx).unwrap().reward,
+        1.0
+    );
+    assert_eq!(
+        score("numeric", "85", &sample, &mut ctx).unwrap().reward,
+        0.0
+    );
 
     let out = score("with_metrics", "abcd", &sample, &mut ctx).unwrap();
     assert_eq!(out.reward, 4.0);
     assert_eq!(out.metrics["turns"], 3.0);
     assert_eq!(out.metrics["has_unit"], 0.0);
     let with_unit = Sample::new("q2", json!({"unit": "cm"}));
-    assert_eq!(score("with_metrics", "", &with_unit, &mut ctx).unwrap().metrics["has_unit"], 1.0);
+    assert_eq!(
+        score("with_metrics", "", &with_unit, &mut ctx)
+            .unwrap()
+            .metrics["has_unit"],
+        1.0
+    );
 
     let kw = Sample::new("q3", json!({"keywords": ["red", "blue"]}));
-    assert_eq!(score("fallible", "red car", &kw, &mut ctx).unwrap().reward, 0.5);
+    assert_eq!(
+        score("fallible", "red car", &kw, &mut ctx).unwrap().reward,
+        0.5
+    );
 }
 
 #[test]
@@ -117,23 +139,32 @@ fn errors_panics_timeouts_and_nan_are_reported_not_raised() {
     let mut ctx = CallContext::new();
     let sample = Sample::new("s", json!({"keywords": ["x"]}));
     assert_eq!(
-        score("fallible", "", &sample, &mut ctx).unwrap_err().to_string(),
+        score("fallible", "", &sample, &mut ctx)
+            .unwrap_err()
+            .to_string(),
         "reward `fallible` failed: empty response"
     );
     assert_eq!(
-        score("panicky", "hi", &sample, &mut ctx).unwrap_err().to_string(),
+        score("panicky", "hi", &sample, &mut ctx)
+            .unwrap_err()
+            .to_string(),
         "reward `panicky` panicked: cannot score \"hi\""
     );
     assert_eq!(
         score("sluggish", "", &sample, &mut ctx).unwrap_err(),
-        RewardError::TimedOut { reward: "sluggish".into(), after_ms: 50 }
+        RewardError::TimedOut {
+            reward: "sluggish".into(),
+            after_ms: 50
+        }
     );
     assert!(matches!(
         score("not_a_number", "", &sample, &mut ctx).unwrap_err(),
         RewardError::NotFinite { .. }
     ));
     assert_eq!(
-        score("nope", "", &sample, &mut ctx).unwrap_err().to_string(),
+        score("nope", "", &sample, &mut ctx)
+            .unwrap_err()
+            .to_string(),
         "unknown reward `nope`; the rewards here are: balance_matches, fallible, not_a_number, numeric, panicky, sluggish, with_metrics"
     );
 }
@@ -145,21 +176,39 @@ fn a_reward_reads_the_chains_environment() {
     let err = score("balance_matches", "", &sample, &mut ctx).unwrap_err();
     assert!(matches!(err, RewardError::MissingEnvironment(_)), "{err}");
     ctx.insert_env(Ledger { balance: 10 });
-    assert_eq!(score("balance_matches", "", &sample, &mut ctx).unwrap().reward, 1.0);
+    assert_eq!(
+        score("balance_matches", "", &sample, &mut ctx)
+            .unwrap()
+            .reward,
+        1.0
+    );
     ctx.env_mut::<Ledger>().unwrap().balance = 9;
-    assert_eq!(score("balance_matches", "", &sample, &mut ctx).unwrap().reward, 0.0);
+    assert_eq!(
+        score("balance_matches", "", &sample, &mut ctx)
+            .unwrap()
+            .reward,
+        0.0
+    );
 }
 
 #[test]
 fn specs_describe_themselves() {
     let rewards = Rewards::from_names(&["numeric", "with_metrics", "balance_matches"]).unwrap();
     let numeric = rewards.get("numeric").unwrap();
-    assert_eq!(numeric.description, "1 when the response parses to the sample's `answer`.");
+    assert_eq!(
+        numeric.description,
+        "1 when the response parses to the sample's `answer`."
+    );
     assert_eq!(numeric.fields, ["answer"]);
     assert_eq!(rewards.get("with_metrics").unwrap().fields, ["unit"]);
     assert_eq!(rewards.get("with_metrics").unwrap().description, "");
     let env = rewards.get("balance_matches").unwrap();
     assert_eq!((env.env, env.fields), (Some("Ledger"), &["target"][..]));
-    let err = Rewards::from_names(&["numeric", "f1"]).unwrap_err().to_string();
-    assert!(err.starts_with("unknown reward `f1`; the linked rewards are: balance_matches,"), "{err}");
+    let err = Rewards::from_names(&["numeric", "f1"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("unknown reward `f1`; the linked rewards are: balance_matches,"),
+        "{err}"
+    );
 }

@@ -201,14 +201,23 @@ fn schemas_are_openai_function_schemas_with_inlined_subschemas_in_declaration_or
 fn the_registry_finds_tools_by_name_and_names_the_known_ones() {
     let toolbox = Toolbox::from_names(&["ping", "add"]).unwrap();
     assert_eq!(toolbox.names(), ["ping", "add"]);
-    let err = Toolbox::from_names(&["add", "multiply"]).unwrap_err().to_string();
-    assert!(err.starts_with("unknown tool `multiply`; the linked tools are: add, async_boom, boom,"), "{err}");
+    let err = Toolbox::from_names(&["add", "multiply"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("unknown tool `multiply`; the linked tools are: add, async_boom, boom,"),
+        "{err}"
+    );
     let all = toolbox_names();
     let mut sorted = all.clone();
     sorted.sort();
     assert_eq!(all, sorted, "Toolbox::all() is sorted by name");
     let spec = toolbox.get("add").unwrap();
-    assert!(spec.origin.file.ends_with("tests/tools.rs"), "{}", spec.origin);
+    assert!(
+        spec.origin.file.ends_with("tests/tools.rs"),
+        "{}",
+        spec.origin
+    );
     assert_eq!(spec.origin.module_path, "tools");
 }
 
@@ -219,13 +228,25 @@ fn toolbox_names() -> Vec<&'static str> {
 #[tokio::test]
 async fn good_calls_sync_and_async() {
     let tb = toolbox();
-    assert_eq!(tb.call_json("add", r#"{"a": 2, "b": 0.5}"#).await, Observation::text("2.5"));
+    assert_eq!(
+        tb.call_json("add", r#"{"a": 2, "b": 0.5}"#).await,
+        Observation::text("2.5")
+    );
     let near = r#"{"query": "cafe", "near": {"lat": 1.5, "lon": 2}}"#;
-    assert_eq!(tb.call_json("find_places", near).await.text, "3 x cafe near (1.5, 2)");
+    assert_eq!(
+        tb.call_json("find_places", near).await.text,
+        "3 x cafe near (1.5, 2)"
+    );
     let with_limit = r#"{"query": "cafe", "near": {"lat": 1, "lon": 2}, "limit": 5}"#;
-    assert_eq!(tb.call_json("find_places", with_limit).await.text, "5 x cafe near (1, 2)");
+    assert_eq!(
+        tb.call_json("find_places", with_limit).await.text,
+        "5 x cafe near (1, 2)"
+    );
     let null_limit = r#"{"query": "cafe", "near": {"lat": 1, "lon": 2}, "limit": null}"#;
-    assert_eq!(tb.call_json("find_places", null_limit).await.text, "3 x cafe near (1, 2)");
+    assert_eq!(
+        tb.call_json("find_places", null_limit).await.text,
+        "3 x cafe near (1, 2)"
+    );
     assert_eq!(tb.call_json("ping", "").await.text, "done");
     assert_eq!(tb.call_json("ping", "null").await.text, "done");
     // Arguments encoded twice, as some models send them.
@@ -269,25 +290,40 @@ async fn bad_arguments_become_error_observations_naming_the_problem() {
         "Error calling tool `add` (invalid arguments): the arguments must be a JSON object of named arguments, not an array",
     );
     assert_error(
-        &tb.call_json("find_places", r#"{"query": "x", "near": {"lat": 1}}"#).await,
+        &tb.call_json("find_places", r#"{"query": "x", "near": {"lat": 1}}"#)
+            .await,
         ToolErrorKind::InvalidArguments,
         "Error calling tool `find_places` (invalid arguments): argument `near`: missing field `lon`",
     );
     assert_error(
-        &tb.call_json("find_places", r#"{"query": "x", "near": {"lat": 1, "lon": true}}"#).await,
+        &tb.call_json(
+            "find_places",
+            r#"{"query": "x", "near": {"lat": 1, "lon": true}}"#,
+        )
+        .await,
         ToolErrorKind::InvalidArguments,
         "Error calling tool `find_places` (invalid arguments): argument `near.lon`: invalid type: boolean `true`, expected f64",
     );
     let unknown = tb.call_json("multiply", "{}").await;
     assert_eq!(unknown.error_kind, Some(ToolErrorKind::UnknownTool));
-    assert!(unknown.text.starts_with("Error: there is no tool named `multiply`. Available tools: add, "), "{}", unknown.text);
+    assert!(
+        unknown
+            .text
+            .starts_with("Error: there is no tool named `multiply`. Available tools: add, "),
+        "{}",
+        unknown.text
+    );
 }
 
 #[tokio::test]
 async fn an_err_result_is_an_error_observation() {
     let tb = toolbox();
     assert_error(
-        &tb.call_json("find_places", r#"{"query": "", "near": {"lat": 0, "lon": 0}}"#).await,
+        &tb.call_json(
+            "find_places",
+            r#"{"query": "", "near": {"lat": 0, "lon": 0}}"#,
+        )
+        .await,
         ToolErrorKind::ToolError,
         "Error from tool `find_places`: the query is empty",
     );
@@ -319,9 +355,14 @@ async fn timeouts_cancel_sync_and_async_tools() {
         assert_error(
             &obs,
             ToolErrorKind::TimedOut,
-            &format!("Error calling tool `{name}` (timed out): timed out after 100 ms and was cancelled"),
+            &format!(
+                "Error calling tool `{name}` (timed out): timed out after 100 ms and was cancelled"
+            ),
         );
-        assert!(started.elapsed() < Duration::from_millis(1200), "{name} was not cut off");
+        assert!(
+            started.elapsed() < Duration::from_millis(1200),
+            "{name} was not cut off"
+        );
         assert_eq!(tb.call_json(name, r#"{"ms": 1}"#).await.text, "woke up");
     }
     // The toolbox default applies to tools without their own timeout.
@@ -362,21 +403,46 @@ async fn stateful_tools_share_the_chains_environment() {
     let tb = toolbox();
     let mut ctx = CallContext::new();
     ctx.insert_env(Counter::default());
-    assert_eq!(tb.call_json_in(&mut ctx, "count", r#"{"by": 2}"#).await.text, "2");
-    assert_eq!(tb.call_json_in(&mut ctx, "count_sync", r#"{"by": 5}"#).await.text, "7");
-    assert_eq!(tb.call_json_in(&mut ctx, "count", r#"{"by": -1}"#).await.text, "6");
+    assert_eq!(
+        tb.call_json_in(&mut ctx, "count", r#"{"by": 2}"#)
+            .await
+            .text,
+        "2"
+    );
+    assert_eq!(
+        tb.call_json_in(&mut ctx, "count_sync", r#"{"by": 5}"#)
+            .await
+            .text,
+        "7"
+    );
+    assert_eq!(
+        tb.call_json_in(&mut ctx, "count", r#"{"by": -1}"#)
+            .await
+            .text,
+        "6"
+    );
     assert_eq!(ctx.env_mut::<Counter>().unwrap().total, 6);
 
     // Another chain has its own instance.
     let mut other = CallContext::new();
     other.insert_env(Counter::default());
-    assert_eq!(tb.call_json_in(&mut other, "count", r#"{"by": 1}"#).await.text, "1");
+    assert_eq!(
+        tb.call_json_in(&mut other, "count", r#"{"by": 1}"#)
+            .await
+            .text,
+        "1"
+    );
 
     // Without an instance the call fails clearly, sync and async.
     for name in ["count", "count_sync"] {
         let obs = tb.call_json(name, r#"{"by": 1}"#).await;
         assert_eq!(obs.error_kind, Some(ToolErrorKind::MissingEnvironment));
-        assert!(obs.text.contains("needs an environment of type `tools::Counter`"), "{}", obs.text);
+        assert!(
+            obs.text
+                .contains("needs an environment of type `tools::Counter`"),
+            "{}",
+            obs.text
+        );
     }
 }
 

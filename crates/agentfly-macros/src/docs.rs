@@ -13,12 +13,18 @@ pub fn description(attrs: &[Attribute]) -> Option<String> {
     let mut paragraphs: Vec<String> = Vec::new();
     let mut current = String::new();
     for attr in attrs.iter().filter(|a| is_doc(a)) {
-        let Meta::NameValue(nv) = &attr.meta else { continue };
+        let Meta::NameValue(nv) = &attr.meta else {
+            continue;
+        };
         let Expr::Lit(lit) = &nv.value else { continue };
         let Lit::Str(s) = &lit.lit else { continue };
         let value = s.value();
         // `///` alone gives an empty string, which has no lines but is a paragraph break.
-        let lines: Vec<&str> = if value.trim().is_empty() { vec![""] } else { value.lines().collect() };
+        let lines: Vec<&str> = if value.trim().is_empty() {
+            vec![""]
+        } else {
+            value.lines().collect()
+        };
         for line in lines {
             let line = line.trim();
             if line.is_empty() {

@@ -86,7 +86,11 @@ impl Options {
                         "`terminal` is a flag: write `#[tool(terminal)]`, without a value",
                     ));
                 }
-                set(&mut self.terminal, meta.path.segments[0].ident.span(), duplicate)
+                set(
+                    &mut self.terminal,
+                    meta.path.segments[0].ident.span(),
+                    duplicate,
+                )
             }
             "env" => {
                 let ty: Type = meta.value()?.parse()?;

@@ -107,7 +107,11 @@ fn generate(options: &Options, function: &Function) -> TokenStream {
                     let #ident: #ty = #private::#getter(__af_input.sample, #name, #field)?;
                 });
                 fields.push(text.clone());
-                call_args.push(if *by_ref { quote!(&#ident) } else { quote!(#ident) });
+                call_args.push(if *by_ref {
+                    quote!(&#ident)
+                } else {
+                    quote!(#ident)
+                });
             }
         }
     }

@@ -116,7 +116,9 @@ pub fn parse(kind: Kind, item: TokenStream) -> syn::Result<Function> {
                 let ident = pat_ident.ident.clone();
                 let (field_attrs, kept): (Vec<_>, Vec<_>) =
                     pat_type.attrs.drain(..).partition(|a| {
-                        docs::is_doc(a) || a.path().is_ident("serde") || a.path().is_ident("schemars")
+                        docs::is_doc(a)
+                            || a.path().is_ident("serde")
+                            || a.path().is_ident("schemars")
                     });
                 pat_type.attrs = kept;
                 let kind = match &*pat_type.ty {
@@ -124,7 +126,9 @@ pub fn parse(kind: Kind, item: TokenStream) -> syn::Result<Function> {
                         mutability: Some(_),
                         elem,
                         ..
-                    }) => ParamKind::EnvMut { ty: (**elem).clone() },
+                    }) => ParamKind::EnvMut {
+                        ty: (**elem).clone(),
+                    },
                     Type::Reference(TypeReference { elem, .. }) => {
                         let ty = if elem.to_token_stream().to_string() == "str" {
                             syn::parse_quote!(::std::string::String)

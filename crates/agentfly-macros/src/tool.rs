@@ -121,8 +121,13 @@ fn generate(options: &Options, function: &Function) -> TokenStream {
                 let attrs = &param.field_attrs;
                 fields.push(quote!(#(#attrs)* #ident: #ty));
                 field_idents.push(ident.clone());
-                assertions.push(quote_spanned!(ty.span()=> #private::assert_tool_parameter::<#ty>();));
-                call_args.push(if *by_ref { quote!(&#ident) } else { quote!(#ident) });
+                assertions
+                    .push(quote_spanned!(ty.span()=> #private::assert_tool_parameter::<#ty>();));
+                call_args.push(if *by_ref {
+                    quote!(&#ident)
+                } else {
+                    quote!(#ident)
+                });
             }
             ParamKind::EnvMut { .. } => call_args.push(quote!(__af_env)),
         }

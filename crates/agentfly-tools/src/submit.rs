@@ -2,8 +2,8 @@
 
 use agentfly_core::schemars::{JsonSchema, Schema, SchemaGenerator};
 use agentfly_core::tool;
-use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
 use std::borrow::Cow;
 use std::fmt;
 
@@ -62,4 +62,3 @@ impl JsonSchema for AnswerText {
         <String as JsonSchema>::json_schema(generator)
     }
 }
-

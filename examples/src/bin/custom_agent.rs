@@ -11,7 +11,8 @@ agentfly_core::link!(agentfly_tools, agentfly_examples);
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let toolbox = Toolbox::from_names(&["calculator", "convert_length", "take_note", "submit_answer"])?;
+    let toolbox =
+        Toolbox::from_names(&["calculator", "convert_length", "take_note", "submit_answer"])?;
     println!("tools: {}", toolbox.names().join(", "));
     println!("{}", serde_json::to_string_pretty(&toolbox.schemas()[1])?);
 
@@ -19,7 +20,10 @@ async fn main() -> anyhow::Result<()> {
     let mut ctx = CallContext::new();
     ctx.insert_env(Scratchpad::default());
     for (tool, args) in [
-        ("convert_length", r#"{"value": 5, "from": "km", "to": "mi"}"#),
+        (
+            "convert_length",
+            r#"{"value": 5, "from": "km", "to": "mi"}"#,
+        ),
         ("take_note", r#"{"note": "5 km is about 3.1 mi"}"#),
         ("take_note", r#"{"note": "check the marathon distance"}"#),
         ("calculator", r#"{"expression": "42.195 / 1.609344"}"#),

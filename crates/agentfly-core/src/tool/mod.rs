@@ -9,8 +9,8 @@ mod schema;
 mod spec;
 mod toolbox;
 
-pub(crate) use invoke::{panic_message, panicked};
 pub use context::{CallContext, MissingEnvironment};
+pub(crate) use invoke::{panic_message, panicked};
 pub use observation::{Observation, ToolErrorKind, ToolFailure};
 pub use schema::parameters_schema;
 pub use spec::{ToolFuture, ToolOptions, ToolSpec};

@@ -114,7 +114,10 @@ pub(crate) fn truncate_chars(text: &mut String, max_chars: usize) -> bool {
     if total <= max_chars {
         return false;
     }
-    let cut = text.char_indices().nth(max_chars).map_or(text.len(), |(i, _)| i);
+    let cut = text
+        .char_indices()
+        .nth(max_chars)
+        .map_or(text.len(), |(i, _)| i);
     text.truncate(cut);
     text.push_str(&format!(
         "\n[output truncated: showing {max_chars} of {total} characters]"
@@ -172,4 +175,6 @@ macro_rules! display_into_observation {
         }
     )*};
 }
-display_into_observation!(bool, i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize, f32, f64);
+display_into_observation!(
+    bool, i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize, f32, f64
+);

@@ -7,7 +7,8 @@ use std::future::Future;
 use std::pin::Pin;
 
 /// The future of one invocation: the observation, or a failure the toolbox reports.
-pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<Observation, ToolFailure>> + Send + 'a>>;
+pub type ToolFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Observation, ToolFailure>> + Send + 'a>>;
 
 /// A registered tool. `#[tool]` builds one per function; binaries find them through
 /// [`Toolbox`](super::Toolbox).

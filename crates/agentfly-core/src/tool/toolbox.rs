@@ -32,12 +32,13 @@ impl Toolbox {
         let mut tools = Vec::with_capacity(names.len());
         for name in names {
             let name = name.as_ref();
-            let spec = all.iter().find(|t| t.name == name).ok_or_else(|| {
-                RegistryError::UnknownTool {
-                    name: name.to_string(),
-                    known: all.iter().map(|t| t.name.to_string()).collect(),
-                }
-            })?;
+            let spec =
+                all.iter()
+                    .find(|t| t.name == name)
+                    .ok_or_else(|| RegistryError::UnknownTool {
+                        name: name.to_string(),
+                        known: all.iter().map(|t| t.name.to_string()).collect(),
+                    })?;
             if !tools.iter().any(|t: &&ToolSpec| t.name == name) {
                 tools.push(*spec);
             }

@@ -39,7 +39,9 @@ pub enum CalcError {
         position: usize,
     },
     /// A negative number raised to a fractional power.
-    #[error("`{expression}` (at position {position}) is not a real number: a negative base with a fractional exponent")]
+    #[error(
+        "`{expression}` (at position {position}) is not a real number: a negative base with a fractional exponent"
+    )]
     NotReal {
         /// The text of the operation.
         expression: String,

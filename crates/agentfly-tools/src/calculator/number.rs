@@ -94,10 +94,10 @@ impl Number {
     }
 
     pub(crate) fn pow(self, exponent: Number) -> Result<Number, ArithError> {
-        if let (Number::Exact(base), Number::Exact(exp)) = (&self, &exponent) {
-            if exp.is_integer() {
-                return exact_pow(base, exp.numer());
-            }
+        if let (Number::Exact(base), Number::Exact(exp)) = (&self, &exponent)
+            && exp.is_integer()
+        {
+            return exact_pow(base, exp.numer());
         }
         let (base, exp) = (self.as_f64(), exponent.as_f64());
         if base < 0.0 {
@@ -164,7 +164,10 @@ pub(crate) fn decimal_value(mantissa: &str, exponent: i64) -> Option<BigRational
     }
     let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
     let all_digits = |s: &str| s.chars().all(|c| c.is_ascii_digit());
-    if (int_part.is_empty() && frac_part.is_empty()) || !all_digits(int_part) || !all_digits(frac_part) {
+    if (int_part.is_empty() && frac_part.is_empty())
+        || !all_digits(int_part)
+        || !all_digits(frac_part)
+    {
         return None;
     }
     let digits: BigInt = format!("{int_part}{frac_part}").parse().ok()?;
@@ -197,7 +200,9 @@ impl fmt::Display for Number {
 /// `None` when that rounds a non-zero value to zero.
 fn rounded_decimal(r: &BigRational, digits: usize) -> Option<String> {
     let scale = BigInt::from(10u32).pow(digits as u32);
-    let scaled = (r.abs() * BigRational::from_integer(scale.clone())).round().to_integer();
+    let scaled = (r.abs() * BigRational::from_integer(scale.clone()))
+        .round()
+        .to_integer();
     if scaled.is_zero() {
         return None;
     }
@@ -245,8 +250,14 @@ mod tests {
 
     #[test]
     fn display_rounds_only_non_terminating_values() {
-        assert_eq!(exact("1").div(exact("3")).unwrap().to_string(), "0.333333333333");
-        assert_eq!(exact("2").div(exact("3")).unwrap().to_string(), "0.666666666667");
+        assert_eq!(
+            exact("1").div(exact("3")).unwrap().to_string(),
+            "0.333333333333"
+        );
+        assert_eq!(
+            exact("2").div(exact("3")).unwrap().to_string(),
+            "0.666666666667"
+        );
         assert_eq!(exact("-7").div(exact("4")).unwrap().to_string(), "-1.75");
         assert_eq!(exact("1e-20").to_string(), "1e-20");
         assert_eq!(Number::Float(2f64.sqrt()).to_string(), "1.4142135623730951");

@@ -124,14 +124,20 @@ fn lex(chars: &[char]) -> Result<Vec<(Token, Span)>, CalcError> {
                     j += 1;
                 }
                 if j == digits_start {
-                    return Err(syntax(i, "an exponent (`e`) must be followed by digits, as in 1.5e3"));
+                    return Err(syntax(
+                        i,
+                        "an exponent (`e`) must be followed by digits, as in 1.5e3",
+                    ));
                 }
                 let text: String = chars[i + 1..j].iter().collect();
                 exponent = text.parse().unwrap_or(i64::MAX);
                 i = j;
             }
             if mantissa.matches('.').count() > 1 {
-                return Err(syntax(start, format!("`{mantissa}` is not a number: it has more than one `.`")));
+                return Err(syntax(
+                    start,
+                    format!("`{mantissa}` is not a number: it has more than one `.`"),
+                ));
             }
             let value = decimal_value(&mantissa, exponent).ok_or_else(|| {
                 if mantissa == "." {
@@ -208,7 +214,10 @@ impl Parser {
     fn enter(&mut self) -> Result<(), CalcError> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err(syntax(self.here(), format!("nesting deeper than {MAX_DEPTH} levels")));
+            return Err(syntax(
+                self.here(),
+                format!("nesting deeper than {MAX_DEPTH} levels"),
+            ));
         }
         Ok(())
     }

@@ -66,7 +66,10 @@ mod tests {
         assert_eq!(last_number(" 1,234. "), Some(num("1234")));
         assert_eq!(last_number("$19.50"), Some(num("19.5")));
         assert_eq!(last_number("The answer is -7."), Some(num("-7")));
-        assert_eq!(last_number("12 apples and 30 pears: 42 in all"), Some(num("42")));
+        assert_eq!(
+            last_number("12 apples and 30 pears: 42 in all"),
+            Some(num("42"))
+        );
         assert_eq!(last_number("no digits here"), None);
     }
 
