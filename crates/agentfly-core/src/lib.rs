@@ -5,6 +5,7 @@
 //! | [`tool`] | [`ToolSpec`] (what `#[tool]` registers), [`Toolbox`], [`Observation`], [`CallContext`] |
 //! | [`reward`] | [`RewardSpec`] (what `#[reward]` registers), [`Rewards`], [`RewardOutput`] |
 //! | [`registry`] | how registered items are found, duplicate names, [`link!`] |
+//! | [`chat`] | tokenizer and chat templates |
 //! | [`data`] | dataset samples |
 //! | [`rollout`] | trajectories (filled in by the rollout) |
 //!
@@ -94,6 +95,7 @@
 #[allow(unused_extern_crates)]
 extern crate self as agentfly_core;
 
+pub mod chat;
 pub mod data;
 pub mod registry;
 pub mod reward;
