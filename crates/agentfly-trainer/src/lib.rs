@@ -1,11 +1,22 @@
-//! Everything of agentfly that needs tensors, on Burn. Nothing lives here yet; what will:
+//! Everything of agentfly that needs tensors, on Burn.
 //!
-//! - `model`: one decoder for the Llama and Qwen2 families, loaded from a Hugging Face
-//!   directory or a GGUF file and saved back in Hugging Face layout;
-//! - `generate`: batched KV-cache generation, implementing agentfly-core's `Policy`;
-//! - `train`: log-probabilities, masked PPO / GRPO / RLOO / REINFORCE++ losses, AdamW,
-//!   checkpoints and evaluation.
+//! | module | what lives there |
+//! |---|---|
+//! | [`model`] | one decoder for the Llama and Qwen2 families, rotary tables, KV cache |
+//! | [`io`] | Hugging Face directories and GGUF files in, Hugging Face directories out |
+//! | [`generate`] | batched KV-cache generation and sampling |
+//! | [`device`] | choosing the Burn device (`cpu`, `wgpu`, `cuda:N`) |
 //!
-//! Backends are cargo features picked at run time by the Burn device.
+//! Planned: `train` (log-probabilities, masked PPO / GRPO / RLOO / REINFORCE++ losses,
+//! AdamW, checkpoints) and the generation engine implementing core's `Policy`.
 
 #![warn(missing_docs)]
+
+pub mod device;
+pub mod error;
+pub mod generate;
+pub mod io;
+pub mod model;
+
+pub use error::ModelError;
+pub use io::Pretrained;

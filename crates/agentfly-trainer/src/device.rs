@@ -1,0 +1,43 @@
+//! Choosing the Burn device from a name: `cpu` (Burn's `flex` backend, the default),
+//! `wgpu` (any GPU through WebGPU/Vulkan/Metal; needs the `wgpu` feature) or `cuda[:N]`
+//! (needs the `cuda` feature).
+
+use burn::tensor::Device;
+
+/// Parses `cpu`, `wgpu` or `cuda[:N]` into a device; the error says which feature is
+/// missing or what is accepted.
+pub fn parse_device(name: &str) -> Result<Device, String> {
+    let name = name.trim().to_ascii_lowercase();
+    match name.as_str() {
+        "cpu" | "flex" => Ok(Device::flex()),
+        "wgpu" | "gpu" => wgpu(),
+        _ if name == "cuda" || name.starts_with("cuda:") => {
+            let index = match name.strip_prefix("cuda:") {
+                Some(i) => i.parse::<usize>().map_err(|_| format!("`{name}`: the CUDA index must be a number, e.g. cuda:0"))?,
+                None => 0,
+            };
+            cuda(index)
+        }
+        _ => Err(format!("unknown device `{name}`; use cpu, wgpu or cuda[:N]")),
+    }
+}
+
+#[cfg(feature = "wgpu")]
+fn wgpu() -> Result<Device, String> {
+    Ok(Device::wgpu(burn::tensor::DeviceKind::DefaultDevice))
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn wgpu() -> Result<Device, String> {
+    Err("this binary was built without the `wgpu` feature (cargo build --features wgpu)".into())
+}
+
+#[cfg(feature = "cuda")]
+fn cuda(index: usize) -> Result<Device, String> {
+    Ok(Device::cuda(index))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda(_index: usize) -> Result<Device, String> {
+    Err("this binary was built without the `cuda` feature (cargo build --features cuda)".into())
+}

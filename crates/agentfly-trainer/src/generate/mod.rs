@@ -1,0 +1,9 @@
+//! Generation: batched prefill of prompts of different lengths, KV-cache decoding, and
+//! sampling (greedy, temperature, top-k, top-p, seeded) with the log-probability of every
+//! sampled token.
+
+mod batch;
+mod sampling;
+
+pub use batch::{FinishReason, Generation, generate};
+pub use sampling::{Sampler, SamplingParams};

@@ -1,0 +1,67 @@
+//! Rotary position embeddings in the Hugging Face form: the two halves of each head are
+//! rotated (`rotate_half`), not interleaved pairs as in Burn's `RotaryEncoding`. Tables are
+//! computed in f32 exactly as transformers computes them.
+
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+/// Cosine and sine tables for every position.
+#[derive(Debug, Clone)]
+pub struct Rope {
+    cos: Tensor<2>,
+    sin: Tensor<2>,
+    head_dim: usize,
+}
+
+impl Rope {
+    /// Tables for `max_positions` positions of heads `head_dim` wide, base `theta`.
+    pub fn new(head_dim: usize, max_positions: usize, theta: f64, device: &Device) -> Self {
+        let half = head_dim / 2;
+        let theta = theta as f32;
+        let inv_freq: Vec<f32> = (0..half)
+            .map(|i| 1.0 / theta.powf((2 * i) as f32 / head_dim as f32))
+            .collect();
+        let mut cos = Vec::with_capacity(max_positions * head_dim);
+        let mut sin = Vec::with_capacity(max_positions * head_dim);
+        for pos in 0..max_positions {
+            for _ in 0..2 {
+                for f in &inv_freq {
+                    let angle = pos as f32 * f;
+                    cos.push(angle.cos());
+                    sin.push(angle.sin());
+                }
+            }
+        }
+        let table = |v: Vec<f32>| Tensor::from_data(TensorData::new(v, [max_positions, head_dim]), device);
+        Self {
+            cos: table(cos),
+            sin: table(sin),
+            head_dim,
+        }
+    }
+
+    /// The largest position + 1 the tables cover.
+    pub fn max_positions(&self) -> usize {
+        self.cos.dims()[0]
+    }
+
+    /// The (cos, sin) rows for `positions` [batch, len], shaped [batch, 1, len, head_dim].
+    pub fn tables(&self, positions: Tensor<2, Int>) -> (Tensor<4>, Tensor<4>) {
+        let [batch, len] = positions.dims();
+        let flat = positions.reshape([batch * len]);
+        let pick = |t: &Tensor<2>| {
+            t.clone()
+                .select(0, flat.clone())
+                .reshape([batch, 1, len, self.head_dim])
+        };
+        (pick(&self.cos), pick(&self.sin))
+    }
+
+    /// Rotates `x` [batch, heads, len, head_dim] by the tables from [`tables`](Self::tables).
+    pub fn apply(&self, x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
+        let half = self.head_dim / 2;
+        let x1 = x.clone().narrow(3, 0, half);
+        let x2 = x.clone().narrow(3, half, half);
+        let rotated = Tensor::cat(vec![x2.neg(), x1], 3);
+        x * cos.clone() + rotated * sin.clone()
+    }
+}
