@@ -25,6 +25,12 @@ enum Command {
     Rewards(commands::rewards::Args),
     /// Call one tool with JSON arguments and print the observation.
     Call(commands::call::Args),
+    /// Generate a continuation of a prompt or a chat conversation.
+    Generate(commands::generate::Args),
+    /// Write the logits of one forward pass to a safetensors file.
+    Logits(commands::logits::Args),
+    /// Render a chat template over a conversation, exactly.
+    Render(commands::render::Args),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +41,9 @@ fn main() -> ExitCode {
             Command::Tools(args) => commands::tools::run(args),
             Command::Rewards(args) => commands::rewards::run(args),
             Command::Call(args) => commands::call::run(args),
+            Command::Generate(args) => commands::generate::run(args),
+            Command::Logits(args) => commands::logits::run(args),
+            Command::Render(args) => commands::render::run(args),
         });
     match result {
         Ok(code) => code,

@@ -9,8 +9,10 @@ use serde_json::Value;
 fn qwen_tokenizer_reproduces_llama_cpp_test_vectors() {
     let dir = common::fixtures();
     let tokenizer = Tokenizer::from_file(dir.join("qwen3-template/tokenizer.json")).unwrap();
-    let inputs = std::fs::read_to_string(dir.join("tokenizer-vectors/ggml-vocab-qwen2.gguf.inp")).unwrap();
-    let outputs = std::fs::read_to_string(dir.join("tokenizer-vectors/ggml-vocab-qwen2.gguf.out")).unwrap();
+    let inputs =
+        std::fs::read_to_string(dir.join("tokenizer-vectors/ggml-vocab-qwen2.gguf.inp")).unwrap();
+    let outputs =
+        std::fs::read_to_string(dir.join("tokenizer-vectors/ggml-vocab-qwen2.gguf.out")).unwrap();
     // Each text is followed by "\n__ggml_vocab_test__\n" (so the last piece is empty).
     let mut texts: Vec<&str> = inputs.split("\n__ggml_vocab_test__\n").collect();
     assert_eq!(texts.pop(), Some(""));
@@ -27,9 +29,12 @@ fn qwen_tokenizer_reproduces_llama_cpp_test_vectors() {
 #[test]
 fn qwen3_template_renders_like_transformers() {
     let dir = common::fixtures();
-    let template = ChatTemplate::from_file(dir.join("qwen3-template/tokenizer_config.json")).unwrap();
-    let cases: Vec<Value> =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("qwen3-template/renders.json")).unwrap()).unwrap();
+    let template =
+        ChatTemplate::from_file(dir.join("qwen3-template/tokenizer_config.json")).unwrap();
+    let cases: Vec<Value> = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("qwen3-template/renders.json")).unwrap(),
+    )
+    .unwrap();
     assert!(!cases.is_empty());
     for (i, case) in cases.iter().enumerate() {
         let conversation: Conversation = serde_json::from_value(serde_json::json!({
@@ -46,9 +51,17 @@ fn qwen3_template_renders_like_transformers() {
 #[test]
 fn template_errors_are_reported() {
     let bad = ChatTemplate::new("{% for m in messages %}").unwrap_err();
-    assert!(bad.to_string().starts_with("chat template does not compile"), "{bad}");
-    let raising = ChatTemplate::new("{{ raise_exception('only user and assistant roles') }}").unwrap();
-    let err = raising.render(&Conversation::default()).unwrap_err().to_string();
+    assert!(
+        bad.to_string()
+            .starts_with("chat template does not compile"),
+        "{bad}"
+    );
+    let raising =
+        ChatTemplate::new("{{ raise_exception('only user and assistant roles') }}").unwrap();
+    let err = raising
+        .render(&Conversation::default())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("only user and assistant roles"), "{err}");
 }
 
@@ -59,7 +72,9 @@ fn tojson_and_python_string_methods_match_jinja2() {
     )
     .unwrap();
     let conversation = Conversation {
-        tools: Some(vec![serde_json::json!({"name": "f<&>", "n": 1.5, "é": [true, null]})]),
+        tools: Some(vec![
+            serde_json::json!({"name": "f<&>", "n": 1.5, "é": [true, null]}),
+        ]),
         ..Conversation::default()
     };
     assert_eq!(

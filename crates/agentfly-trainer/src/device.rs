@@ -13,12 +13,16 @@ pub fn parse_device(name: &str) -> Result<Device, String> {
         "wgpu" | "gpu" => wgpu(),
         _ if name == "cuda" || name.starts_with("cuda:") => {
             let index = match name.strip_prefix("cuda:") {
-                Some(i) => i.parse::<usize>().map_err(|_| format!("`{name}`: the CUDA index must be a number, e.g. cuda:0"))?,
+                Some(i) => i.parse::<usize>().map_err(|_| {
+                    format!("`{name}`: the CUDA index must be a number, e.g. cuda:0")
+                })?,
                 None => 0,
             };
             cuda(index)
         }
-        _ => Err(format!("unknown device `{name}`; use cpu, wgpu or cuda[:N]")),
+        _ => Err(format!(
+            "unknown device `{name}`; use cpu, wgpu or cuda[:N]"
+        )),
     }
 }
 

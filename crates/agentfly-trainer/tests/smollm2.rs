@@ -17,18 +17,31 @@ fn model() -> &'static Pretrained {
 }
 
 fn fixture(name: &str) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(common::fixtures().join("smollm2").join(name)).unwrap()).unwrap()
+    serde_json::from_str(
+        &std::fs::read_to_string(common::fixtures().join("smollm2").join(name)).unwrap(),
+    )
+    .unwrap()
 }
 
 fn ids(v: &Value) -> Vec<u32> {
-    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
 }
 
 #[test]
 fn smollm2_config_comes_from_gguf_metadata() {
     let c = &model().config;
-    assert_eq!((c.vocab_size, c.hidden_size, c.num_hidden_layers), (49152, 576, 30));
-    assert_eq!((c.num_attention_heads, c.kv_heads(), c.intermediate_size), (9, 3, 1536));
+    assert_eq!(
+        (c.vocab_size, c.hidden_size, c.num_hidden_layers),
+        (49152, 576, 30)
+    );
+    assert_eq!(
+        (c.num_attention_heads, c.kv_heads(), c.intermediate_size),
+        (9, 3, 1536)
+    );
     assert!(c.tie_word_embeddings);
     assert_eq!(c.rope_theta(), 100_000.0);
     assert_eq!(model().eos_ids(), [2]);
@@ -40,7 +53,11 @@ fn smollm2_tokenizer_matches_transformers() {
     let cases = fixture("tokenization.json");
     for case in cases.as_array().unwrap() {
         let text = case["text"].as_str().unwrap();
-        assert_eq!(tokenizer.encode(text, false).unwrap(), ids(&case["ids"]), "text {text:?}");
+        assert_eq!(
+            tokenizer.encode(text, false).unwrap(),
+            ids(&case["ids"]),
+            "text {text:?}"
+        );
     }
 }
 
@@ -56,16 +73,28 @@ fn smollm2_chat_template_and_prompt_ids_match_transformers() {
         };
         let rendered = template.render(&conversation).unwrap();
         assert_eq!(rendered, case["rendered"].as_str().unwrap());
-        assert_eq!(tokenizer.encode(&rendered, false).unwrap(), ids(&case["prompt_ids"]));
+        assert_eq!(
+            tokenizer.encode(&rendered, false).unwrap(),
+            ids(&case["prompt_ids"])
+        );
     }
 }
 
 #[test]
 fn smollm2_logits_match_transformers_within_2e_3() {
-    let (shape, input, logit_shape, expected) = common::reference(common::fixtures().join("smollm2/reference.safetensors"));
+    let (shape, input, logit_shape, expected) =
+        common::reference(common::fixtures().join("smollm2/reference.safetensors"));
     assert_eq!(logit_shape[2], 49152);
-    let ids = Tensor::<2, Int>::from_data(TensorData::new(input, [shape[0], shape[1]]), &common::device());
-    let got: Vec<f32> = model().decoder.forward(ids, &model().rope).into_data().try_to_vec().unwrap();
+    let ids = Tensor::<2, Int>::from_data(
+        TensorData::new(input, [shape[0], shape[1]]),
+        &common::device(),
+    );
+    let got: Vec<f32> = model()
+        .decoder
+        .forward(ids, &model().rope)
+        .into_data()
+        .try_to_vec()
+        .unwrap();
     let diff = common::max_abs_diff(&got, &expected);
     assert!(diff < 2e-3, "max |Δlogit| = {diff}");
 }
@@ -76,11 +105,19 @@ fn smollm2_greedy_ids_match_transformers_batched() {
     let cases = cases.as_array().unwrap();
     let prompts: Vec<Vec<u32>> = cases.iter().map(|c| ids(&c["prompt_ids"])).collect();
     let expected: Vec<Vec<u32>> = cases.iter().map(|c| ids(&c["new_ids"])).collect();
-    let params = SamplingParams { ignore_eos: true, ..SamplingParams::greedy(expected[0].len()) };
+    let params = SamplingParams {
+        ignore_eos: true,
+        ..SamplingParams::greedy(expected[0].len())
+    };
     let out = generate(model(), &prompts, &params, None);
     for (i, (o, e)) in out.iter().zip(&expected).enumerate() {
         assert_eq!(&o.new_ids, e, "case {i}");
-        let text = model().tokenizer.as_ref().unwrap().decode(&o.new_ids, false).unwrap();
+        let text = model()
+            .tokenizer
+            .as_ref()
+            .unwrap()
+            .decode(&o.new_ids, false)
+            .unwrap();
         assert_eq!(text, cases[i]["new_text"].as_str().unwrap());
     }
 }
@@ -89,10 +126,24 @@ fn smollm2_greedy_ids_match_transformers_batched() {
 fn smollm2_stops_at_im_end_and_at_stop_strings() {
     let tokenizer = model().tokenizer.as_ref().unwrap();
     let prompt = ids(&fixture("greedy.json")[0]["prompt_ids"]);
-    let out = generate(model(), std::slice::from_ref(&prompt), &SamplingParams::greedy(32), None);
+    let out = generate(
+        model(),
+        std::slice::from_ref(&prompt),
+        &SamplingParams::greedy(32),
+        None,
+    );
     // "12 times 7 is 72.<|im_end|>": the model's EOS ends it.
-    assert_eq!(tokenizer.decode(&out[0].new_ids, false).unwrap(), "12 times 7 is 72.<|im_end|>");
-    let params = SamplingParams { stop_strings: vec![" is".into()], ..SamplingParams::greedy(32) };
+    assert_eq!(
+        tokenizer.decode(&out[0].new_ids, false).unwrap(),
+        "12 times 7 is 72.<|im_end|>"
+    );
+    let params = SamplingParams {
+        stop_strings: vec![" is".into()],
+        ..SamplingParams::greedy(32)
+    };
     let out = generate(model(), &[prompt], &params, Some(tokenizer));
-    assert_eq!(tokenizer.decode(&out[0].new_ids, false).unwrap(), "12 times 7 is");
+    assert_eq!(
+        tokenizer.decode(&out[0].new_ids, false).unwrap(),
+        "12 times 7 is"
+    );
 }

@@ -14,13 +14,19 @@ fn load() -> Pretrained {
 
 fn logits_of(model: &Pretrained, ids: Vec<i64>, shape: [usize; 2]) -> Vec<f32> {
     let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, shape), &common::device());
-    model.decoder.forward(ids, &model.rope).into_data().try_to_vec().unwrap()
+    model
+        .decoder
+        .forward(ids, &model.rope)
+        .into_data()
+        .try_to_vec()
+        .unwrap()
 }
 
 #[test]
 fn logits_match_transformers_within_1e_4() {
     let model = load();
-    let (id_shape, ids, logit_shape, expected) = common::reference(common::fixtures().join("tiny-qwen2/reference.safetensors"));
+    let (id_shape, ids, logit_shape, expected) =
+        common::reference(common::fixtures().join("tiny-qwen2/reference.safetensors"));
     assert_eq!(logit_shape, [2, 16, 512]);
     let got = logits_of(&model, ids, [id_shape[0], id_shape[1]]);
     let diff = common::max_abs_diff(&got, &expected);
@@ -28,8 +34,18 @@ fn logits_match_transformers_within_1e_4() {
 }
 
 fn greedy_fixture() -> (Vec<u32>, Vec<u32>) {
-    let json: Value = serde_json::from_str(&std::fs::read_to_string(common::fixtures().join("tiny-qwen2/greedy.json")).unwrap()).unwrap();
-    let ids = |k: &str| json[k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+    let json: Value = serde_json::from_str(
+        &std::fs::read_to_string(common::fixtures().join("tiny-qwen2/greedy.json")).unwrap(),
+    )
+    .unwrap();
+    let ids = |k: &str| {
+        json[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect()
+    };
     (ids("prompt_ids"), ids("new_ids"))
 }
 
@@ -37,11 +53,19 @@ fn greedy_fixture() -> (Vec<u32>, Vec<u32>) {
 fn greedy_ids_match_transformers() {
     let model = load();
     let (prompt, expected) = greedy_fixture();
-    let params = SamplingParams { ignore_eos: true, ..SamplingParams::greedy(expected.len()) };
+    let params = SamplingParams {
+        ignore_eos: true,
+        ..SamplingParams::greedy(expected.len())
+    };
     let out = generate(&model, &[prompt], &params, None);
     assert_eq!(out[0].new_ids, expected);
     assert_eq!(out[0].finish_reason, FinishReason::Length);
-    assert!(out[0].logprobs.iter().all(|lp| lp.is_finite() && *lp <= 0.0));
+    assert!(
+        out[0]
+            .logprobs
+            .iter()
+            .all(|lp| lp.is_finite() && *lp <= 0.0)
+    );
 }
 
 #[test]
@@ -50,8 +74,16 @@ fn batched_generation_with_padding_equals_one_at_a_time() {
     let (prompt, expected) = greedy_fixture();
     let short: Vec<u32> = prompt[3..].to_vec();
     let other: Vec<u32> = vec![5, 77, 300, 2, 9, 11, 400, 123, 45, 6, 7];
-    let params = SamplingParams { ignore_eos: true, ..SamplingParams::greedy(12) };
-    let batched = generate(&model, &[short.clone(), prompt.clone(), other.clone()], &params, None);
+    let params = SamplingParams {
+        ignore_eos: true,
+        ..SamplingParams::greedy(12)
+    };
+    let batched = generate(
+        &model,
+        &[short.clone(), prompt.clone(), other.clone()],
+        &params,
+        None,
+    );
     for (i, p) in [short, prompt, other].into_iter().enumerate() {
         let alone = generate(&model, &[p], &params, None);
         assert_eq!(batched[i].new_ids, alone[0].new_ids, "sequence {i}");
@@ -67,7 +99,11 @@ fn stop_ids_end_a_sequence_and_max_new_tokens_bounds_it() {
     let model = load();
     let (prompt, expected) = greedy_fixture();
     // Stop at the 4th greedy token: the output ends with it.
-    let params = SamplingParams { stop_ids: vec![expected[3]], ignore_eos: true, ..SamplingParams::greedy(20) };
+    let params = SamplingParams {
+        stop_ids: vec![expected[3]],
+        ignore_eos: true,
+        ..SamplingParams::greedy(20)
+    };
     let out = generate(&model, std::slice::from_ref(&prompt), &params, None);
     let first_stop = expected.iter().position(|&t| t == expected[3]).unwrap();
     assert_eq!(out[0].new_ids, expected[..=first_stop]);
@@ -81,11 +117,21 @@ fn stop_ids_end_a_sequence_and_max_new_tokens_bounds_it() {
 fn seeded_sampling_is_reproducible() {
     let model = load();
     let (prompt, _) = greedy_fixture();
-    let params = SamplingParams { temperature: 1.0, top_p: 0.9, top_k: 50, seed: 3, ignore_eos: true, ..SamplingParams::greedy(16) };
+    let params = SamplingParams {
+        temperature: 1.0,
+        top_p: 0.9,
+        top_k: 50,
+        seed: 3,
+        ignore_eos: true,
+        ..SamplingParams::greedy(16)
+    };
     let a = generate(&model, &[prompt.clone(), prompt.clone()], &params, None);
     let b = generate(&model, &[prompt.clone(), prompt], &params, None);
     assert_eq!(a, b);
-    assert_ne!(a[0].new_ids, a[1].new_ids, "two sequences draw from different streams");
+    assert_ne!(
+        a[0].new_ids, a[1].new_ids,
+        "two sequences draw from different streams"
+    );
 }
 
 #[test]
@@ -96,8 +142,12 @@ fn save_then_load_round_trips_exactly() {
     let again = Pretrained::load(&dir, &common::device()).unwrap();
     assert_eq!(again.config.hidden_size, 64);
     let ids: Vec<i64> = (0..12).map(|i| (i * 37) % 512).collect();
-    assert_eq!(logits_of(&model, ids.clone(), [1, 12]), logits_of(&again, ids, [1, 12]));
-    let config: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    assert_eq!(
+        logits_of(&model, ids.clone(), [1, 12]),
+        logits_of(&again, ids, [1, 12])
+    );
+    let config: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
     assert_eq!(config["model_type"], "qwen2");
     assert_eq!(config["rope_parameters"]["rope_theta"], 10000.0);
     std::fs::remove_dir_all(dir).unwrap();
@@ -110,7 +160,8 @@ fn errors_name_the_file_and_the_tensor() {
     model.save(&dir).unwrap();
     // Drop one tensor.
     let mut weights = agentfly_trainer::io::Weights::new(&dir);
-    agentfly_trainer::io::read_safetensors_file(&dir.join("model.safetensors"), &mut weights).unwrap();
+    agentfly_trainer::io::read_safetensors_file(&dir.join("model.safetensors"), &mut weights)
+        .unwrap();
     let mut kept = agentfly_trainer::io::Weights::new(&dir);
     for (name, t) in weights.iter() {
         if name != "model.layers.1.mlp.up_proj.weight" {
@@ -118,16 +169,31 @@ fn errors_name_the_file_and_the_tensor() {
         }
     }
     agentfly_trainer::io::write_safetensors(&kept, &dir.join("model.safetensors")).unwrap();
-    let err = Pretrained::load(&dir, &common::device()).unwrap_err().to_string();
-    assert_eq!(err, format!("{}: tensor `model.layers.1.mlp.up_proj.weight` is missing", dir.display()));
+    let err = Pretrained::load(&dir, &common::device())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        format!(
+            "{}: tensor `model.layers.1.mlp.up_proj.weight` is missing",
+            dir.display()
+        )
+    );
     // Truncate the file.
     let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
     std::fs::write(dir.join("model.safetensors"), &bytes[..bytes.len() / 2]).unwrap();
-    let err = Pretrained::load(&dir, &common::device()).unwrap_err().to_string();
-    assert!(err.contains("model.safetensors: not a valid safetensors file"), "{err}");
+    let err = Pretrained::load(&dir, &common::device())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("model.safetensors: not a valid safetensors file"),
+        "{err}"
+    );
     // An unknown architecture.
     std::fs::write(dir.join("config.json"), r#"{"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"], "vocab_size": 8, "hidden_size": 4, "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 1}"#).unwrap();
-    let err = Pretrained::load(&dir, &common::device()).unwrap_err().to_string();
+    let err = Pretrained::load(&dir, &common::device())
+        .unwrap_err()
+        .to_string();
     assert!(err.ends_with("config.json: unsupported architecture `GPTNeoXForCausalLM` (model_type `gpt_neox`): agentfly runs the Llama and Qwen2 families"), "{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }

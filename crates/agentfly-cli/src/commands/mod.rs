@@ -1,5 +1,9 @@
 //! One file per subcommand.
 
 pub mod call;
+pub mod generate;
+pub mod logits;
+mod model_args;
+pub mod render;
 pub mod rewards;
 pub mod tools;

@@ -72,7 +72,11 @@ impl Formatter for PythonFormatter {
         self.close(writer, b"]")
     }
 
-    fn begin_array_value<W: ?Sized + io::Write>(&mut self, writer: &mut W, first: bool) -> io::Result<()> {
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
         self.item(writer, first)
     }
 
@@ -89,7 +93,11 @@ impl Formatter for PythonFormatter {
         self.close(writer, b"}")
     }
 
-    fn begin_object_key<W: ?Sized + io::Write>(&mut self, writer: &mut W, first: bool) -> io::Result<()> {
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
         self.item(writer, first)
     }
 

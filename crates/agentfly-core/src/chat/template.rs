@@ -84,11 +84,10 @@ impl ChatTemplate {
                     path: path.to_path_buf(),
                     message: format!("not valid JSON: {e}"),
                 })?;
-            Self::from_tokenizer_config(&config)
-                .map_err(|e| match e {
-                    ChatError::NoTemplate(_) => ChatError::NoTemplate(path.display().to_string()),
-                    other => other,
-                })
+            Self::from_tokenizer_config(&config).map_err(|e| match e {
+                ChatError::NoTemplate(_) => ChatError::NoTemplate(path.display().to_string()),
+                other => other,
+            })
         } else {
             Self::new(text)
         }
@@ -110,7 +109,9 @@ impl ChatTemplate {
         };
         let token = |key: &str| match &config[key] {
             serde_json::Value::String(s) => Some(s.clone()),
-            serde_json::Value::Object(o) => o.get("content").and_then(|c| c.as_str()).map(String::from),
+            serde_json::Value::Object(o) => {
+                o.get("content").and_then(|c| c.as_str()).map(String::from)
+            }
             _ => None,
         };
         Ok(Self::new(source)?.with_special_tokens(token("bos_token"), token("eos_token")))
@@ -124,21 +125,33 @@ impl ChatTemplate {
     /// Renders `conversation`.
     pub fn render(&self, conversation: &Conversation) -> Result<String, ChatError> {
         let mut vars = conversation.extra.clone();
-        vars.insert("messages".into(), serde_json::Value::from(conversation.messages.clone()));
+        vars.insert(
+            "messages".into(),
+            serde_json::Value::from(conversation.messages.clone()),
+        );
         vars.insert(
             "tools".into(),
-            conversation.tools.clone().map_or(serde_json::Value::Null, serde_json::Value::from),
+            conversation
+                .tools
+                .clone()
+                .map_or(serde_json::Value::Null, serde_json::Value::from),
         );
         vars.insert(
             "add_generation_prompt".into(),
             conversation.add_generation_prompt.into(),
         );
-        for (key, token) in [("bos_token", &self.bos_token), ("eos_token", &self.eos_token)] {
+        for (key, token) in [
+            ("bos_token", &self.bos_token),
+            ("eos_token", &self.eos_token),
+        ] {
             if let Some(token) = token {
                 vars.entry(key).or_insert_with(|| token.clone().into());
             }
         }
-        let template = self.env.get_template(NAME).map_err(ChatError::TemplateRender)?;
+        let template = self
+            .env
+            .get_template(NAME)
+            .map_err(ChatError::TemplateRender)?;
         template
             .render(Value::from(Serde(&vars)))
             .map_err(ChatError::TemplateRender)

@@ -67,7 +67,8 @@ impl Tokenizer {
 
     /// Parses the text of a `tokenizer.json`.
     pub fn from_json(json: &str) -> Result<Self, ChatError> {
-        let inner = tokenizers::Tokenizer::from_bytes(json.as_bytes()).map_err(tok_err("tokenizer.json"))?;
+        let inner = tokenizers::Tokenizer::from_bytes(json.as_bytes())
+            .map_err(tok_err("tokenizer.json"))?;
         Ok(Self { inner })
     }
 
@@ -98,8 +99,12 @@ impl Tokenizer {
             .map_err(tok_err("GGUF vocabulary"))?;
         let mut inner = tokenizers::Tokenizer::new(bpe);
         let split = |pattern: &str| -> Result<Split, ChatError> {
-            Split::new(SplitPattern::Regex(pattern.into()), SplitDelimiterBehavior::Isolated, false)
-                .map_err(tok_err("pre-tokenizer"))
+            Split::new(
+                SplitPattern::Regex(pattern.into()),
+                SplitDelimiterBehavior::Isolated,
+                false,
+            )
+            .map_err(tok_err("pre-tokenizer"))
         };
         match vocab.pre.as_str() {
             "smollm" => {
@@ -109,7 +114,9 @@ impl Tokenizer {
                 ])));
             }
             "qwen2" => {
-                inner.with_normalizer(Some(NFC)).map_err(tok_err("normalizer"))?;
+                inner
+                    .with_normalizer(Some(NFC))
+                    .map_err(tok_err("normalizer"))?;
                 inner.with_pre_tokenizer(Some(Sequence::new(vec![
                     split(QWEN2_PATTERN)?.into(),
                     ByteLevel::new(false, false, false).into(),

@@ -30,11 +30,19 @@ pub struct Generation {
     pub finish_reason: FinishReason,
 }
 
-fn int_tensor<const D: usize>(values: Vec<i64>, shape: [usize; D], device: &Device) -> Tensor<D, Int> {
+fn int_tensor<const D: usize>(
+    values: Vec<i64>,
+    shape: [usize; D],
+    device: &Device,
+) -> Tensor<D, Int> {
     Tensor::from_data(TensorData::new(values, shape), device)
 }
 
-fn bool_tensor<const D: usize>(values: Vec<bool>, shape: [usize; D], device: &Device) -> Tensor<D, Bool> {
+fn bool_tensor<const D: usize>(
+    values: Vec<bool>,
+    shape: [usize; D],
+    device: &Device,
+) -> Tensor<D, Bool> {
     Tensor::from_data(TensorData::new(values, shape), device)
 }
 
@@ -115,7 +123,11 @@ pub fn generate(
             break;
         }
         if keep.len() < active.len() {
-            let rows = int_tensor(keep.iter().map(|&r| r as i64).collect(), [keep.len()], &device);
+            let rows = int_tensor(
+                keep.iter().map(|&r| r as i64).collect(),
+                [keep.len()],
+                &device,
+            );
             cache.retain_rows(rows);
             active = keep.iter().map(|&r| active[r]).collect();
         }
@@ -146,14 +158,28 @@ pub fn generate(
     outputs
 }
 
-fn hits_stop_string(out: &Generation, params: &SamplingParams, tokenizer: Option<&Tokenizer>) -> bool {
+fn hits_stop_string(
+    out: &Generation,
+    params: &SamplingParams,
+    tokenizer: Option<&Tokenizer>,
+) -> bool {
     if params.stop_strings.is_empty() {
         return false;
     }
-    let Some(tokenizer) = tokenizer else { return false };
+    let Some(tokenizer) = tokenizer else {
+        return false;
+    };
     // Only the tail can newly contain a stop string: decode the last few tokens.
-    let longest = params.stop_strings.iter().map(|s| s.len()).max().unwrap_or(0);
+    let longest = params
+        .stop_strings
+        .iter()
+        .map(|s| s.len())
+        .max()
+        .unwrap_or(0);
     let tail = &out.new_ids[out.new_ids.len().saturating_sub(longest + 2)..];
     let text = tokenizer.decode(tail, false).unwrap_or_default();
-    params.stop_strings.iter().any(|s| text.contains(s.as_str()))
+    params
+        .stop_strings
+        .iter()
+        .any(|s| text.contains(s.as_str()))
 }

@@ -76,7 +76,11 @@ impl Sampler {
     /// `softmax(logits / temperature)` (temperature 1 when greedy), before any top-k /
     /// top-p truncation — the distribution the trainer recomputes.
     pub fn sample(&mut self, logits: &[f32]) -> (u32, f32) {
-        let temperature = if self.temperature > 0.0 { self.temperature } else { 1.0 };
+        let temperature = if self.temperature > 0.0 {
+            self.temperature
+        } else {
+            1.0
+        };
         let scaled: Vec<f32> = logits.iter().map(|x| x / temperature).collect();
         let max = scaled.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let lse = max + scaled.iter().map(|x| (x - max).exp()).sum::<f32>().ln();
@@ -89,7 +93,11 @@ impl Sampler {
     }
 
     fn draw(&mut self, scaled: &[f32], lse: f32) -> usize {
-        let mut candidates: Vec<(usize, f32)> = scaled.iter().enumerate().map(|(i, x)| (i, (x - lse).exp())).collect();
+        let mut candidates: Vec<(usize, f32)> = scaled
+            .iter()
+            .enumerate()
+            .map(|(i, x)| (i, (x - lse).exp()))
+            .collect();
         let truncate = self.top_k > 0 || self.top_p < 1.0;
         if truncate {
             candidates.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -146,7 +154,12 @@ mod tests {
 
     #[test]
     fn seeded_sampling_is_reproducible_and_respects_top_k() {
-        let params = SamplingParams { temperature: 1.0, top_k: 2, seed: 7, ..SamplingParams::default() };
+        let params = SamplingParams {
+            temperature: 1.0,
+            top_k: 2,
+            seed: 7,
+            ..SamplingParams::default()
+        };
         let logits = [1.0, 0.5, 3.0, 2.9, -1.0];
         let run = |index| {
             let mut s = Sampler::new(&params, index);
@@ -155,13 +168,21 @@ mod tests {
         let a = run(0);
         assert_eq!(a, run(0));
         assert_ne!(a, run(1));
-        assert!(a.iter().all(|&id| id == 2 || id == 3), "top-k 2 keeps ids 2 and 3");
+        assert!(
+            a.iter().all(|&id| id == 2 || id == 3),
+            "top-k 2 keeps ids 2 and 3"
+        );
         assert!(a.contains(&2) && a.contains(&3));
     }
 
     #[test]
     fn top_p_keeps_the_smallest_set_reaching_p() {
-        let params = SamplingParams { temperature: 1.0, top_p: 0.5, seed: 1, ..SamplingParams::default() };
+        let params = SamplingParams {
+            temperature: 1.0,
+            top_p: 0.5,
+            seed: 1,
+            ..SamplingParams::default()
+        };
         let mut s = Sampler::new(&params, 0);
         // probabilities ~ [0.66, 0.24, 0.09]: p = 0.5 keeps only the first.
         for _ in 0..50 {

@@ -55,18 +55,32 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8], ModelError> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or_else(|| {
-            ModelError::format(self.path, format!("truncated GGUF header: needs {n} bytes at offset {}", self.pos))
-        })?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or_else(|| {
+                ModelError::format(
+                    self.path,
+                    format!(
+                        "truncated GGUF header: needs {n} bytes at offset {}",
+                        self.pos
+                    ),
+                )
+            })?;
         let slice = &self.bytes[self.pos..end];
         self.pos = end;
         Ok(slice)
     }
     fn u32(&mut self) -> Result<u32, ModelError> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
     }
     fn u64(&mut self) -> Result<u64, ModelError> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
     fn string(&mut self) -> Result<String, ModelError> {
         let len = self.u64()? as usize;
@@ -88,7 +102,10 @@ impl Reader<'_> {
                 let item = self.u32()?;
                 let count = self.u64()? as usize;
                 if count > self.bytes.len() {
-                    return Err(ModelError::format(self.path, format!("array of {count} items is longer than the file")));
+                    return Err(ModelError::format(
+                        self.path,
+                        format!("array of {count} items is longer than the file"),
+                    ));
                 }
                 let mut items = Vec::with_capacity(count);
                 for _ in 0..count {
@@ -99,7 +116,12 @@ impl Reader<'_> {
             10 => MetaValue::Int(self.u64()? as i64),
             11 => MetaValue::Int(self.u64()? as i64),
             12 => MetaValue::Float(f64::from_le_bytes(self.take(8)?.try_into().expect("8"))),
-            other => return Err(ModelError::format(self.path, format!("unknown metadata value type {other}"))),
+            other => {
+                return Err(ModelError::format(
+                    self.path,
+                    format!("unknown metadata value type {other}"),
+                ));
+            }
         })
     }
 }
@@ -108,13 +130,20 @@ impl GgufFile {
     /// Reads and parses `path`.
     pub fn open(path: &Path) -> Result<Self, ModelError> {
         let bytes = std::fs::read(path).map_err(ModelError::io(path))?;
-        let mut r = Reader { bytes: &bytes, pos: 0, path };
+        let mut r = Reader {
+            bytes: &bytes,
+            pos: 0,
+            path,
+        };
         if r.take(4)? != b"GGUF" {
             return Err(ModelError::format(path, "not a GGUF file (no GGUF magic)"));
         }
         let version = r.u32()?;
         if !(2..=3).contains(&version) {
-            return Err(ModelError::format(path, format!("GGUF version {version} is not supported (2 and 3 are)")));
+            return Err(ModelError::format(
+                path,
+                format!("GGUF version {version} is not supported (2 and 3 are)"),
+            ));
         }
         let tensor_count = r.u64()? as usize;
         let kv_count = r.u64()? as usize;
@@ -134,7 +163,12 @@ impl GgufFile {
             }
             let kind = r.u32()?;
             let offset = r.u64()? as usize;
-            tensors.push(TensorInfo { name, dims, kind, offset });
+            tensors.push(TensorInfo {
+                name,
+                dims,
+                kind,
+                offset,
+            });
         }
         let alignment = match metadata.get("general.alignment") {
             Some(MetaValue::Int(a)) if *a > 0 => *a as usize,
@@ -217,7 +251,10 @@ impl GgufFile {
         let heads = need("attention.head_count")?;
         let vocab = match self.int(&format!("{arch}.vocab_size")) {
             Some(v) => v as usize,
-            None => self.strings("tokenizer.ggml.tokens").map(|t| t.len()).unwrap_or(0),
+            None => self
+                .strings("tokenizer.ggml.tokens")
+                .map(|t| t.len())
+                .unwrap_or(0),
         };
         let tied = !self.tensors.iter().any(|t| t.name == "output.weight");
         let config = json!({
@@ -251,7 +288,13 @@ impl GgufFile {
         let token_types = match self.metadata.get("tokenizer.ggml.token_type") {
             Some(MetaValue::Array(items)) => items
                 .iter()
-                .map(|v| if let MetaValue::Int(i) = v { *i as i32 } else { 1 })
+                .map(|v| {
+                    if let MetaValue::Int(i) = v {
+                        *i as i32
+                    } else {
+                        1
+                    }
+                })
                 .collect(),
             _ => Vec::new(),
         };
@@ -261,14 +304,20 @@ impl GgufFile {
                 .ok_or_else(|| self.config_error("no tokenizer.ggml.tokens"))?,
             merges: self.strings("tokenizer.ggml.merges").unwrap_or_default(),
             token_types,
-            pre: self.string("tokenizer.ggml.pre").unwrap_or("gpt2").to_string(),
+            pre: self
+                .string("tokenizer.ggml.pre")
+                .unwrap_or("gpt2")
+                .to_string(),
         })
     }
 
     /// The special-token ids: (bos, eos).
     pub fn special_ids(&self) -> (Option<u32>, Option<u32>) {
         let id = |k: &str| self.int(k).map(|v| v as u32);
-        (id("tokenizer.ggml.bos_token_id"), id("tokenizer.ggml.eos_token_id"))
+        (
+            id("tokenizer.ggml.bos_token_id"),
+            id("tokenizer.ggml.eos_token_id"),
+        )
     }
 
     /// Every tensor dequantized to f32, under its Hugging Face name.
@@ -276,14 +325,23 @@ impl GgufFile {
         let mut weights = Weights::new(&self.path);
         for info in &self.tensors {
             let hf = hf_name(&info.name).ok_or_else(|| {
-                ModelError::format(&self.path, format!("tensor `{}` has no Hugging Face counterpart", info.name))
+                ModelError::format(
+                    &self.path,
+                    format!("tensor `{}` has no Hugging Face counterpart", info.name),
+                )
             })?;
             let count: usize = info.dims.iter().product();
             let start = self.data_start + info.offset;
             let size = byte_size(info.kind, count)
                 .ok_or_else(|| ModelError::format(&self.path, format!("tensor `{}`: ggml type {} is not supported (F32, F16, BF16, Q4_0, Q4_1, Q8_0 are)", info.name, info.kind)))?;
             let bytes = self.bytes.get(start..start + size).ok_or_else(|| {
-                ModelError::format(&self.path, format!("tensor `{}` runs past the end of the file (truncated?)", info.name))
+                ModelError::format(
+                    &self.path,
+                    format!(
+                        "tensor `{}` runs past the end of the file (truncated?)",
+                        info.name
+                    ),
+                )
             })?;
             let mut data = dequantize(info.kind, bytes, count);
             let shape: Vec<usize> = info.dims.iter().rev().copied().collect();
@@ -357,9 +415,21 @@ fn f16_at(b: &[u8], i: usize) -> f32 {
 fn dequantize(kind: u32, bytes: &[u8], count: usize) -> Vec<f32> {
     let mut out = Vec::with_capacity(count);
     match kind {
-        F32 => out.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
-        F16 => out.extend(bytes.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())),
-        BF16 => out.extend(bytes.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())),
+        F32 => out.extend(
+            bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        ),
+        F16 => out.extend(
+            bytes
+                .chunks_exact(2)
+                .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()),
+        ),
+        BF16 => out.extend(
+            bytes
+                .chunks_exact(2)
+                .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()),
+        ),
         Q8_0 => {
             for block in bytes.chunks_exact(34) {
                 let d = f16_at(block, 0);
@@ -405,7 +475,8 @@ fn unpermute(data: &mut [f32], shape: &[usize], heads: usize) {
                 // file row index: h, i, two ; HF row index: h, two, i
                 let from = (h * half + i) * 2 + two;
                 let to = (h * 2 + two) * half + i;
-                data[to * cols..(to + 1) * cols].copy_from_slice(&src[from * cols..(from + 1) * cols]);
+                data[to * cols..(to + 1) * cols]
+                    .copy_from_slice(&src[from * cols..(from + 1) * cols]);
             }
         }
     }
@@ -460,7 +531,8 @@ mod tests {
                 for i in 0..half {
                     let from = (h * 2 + two) * half + i;
                     let to = (h * half + i) * 2 + two;
-                    permuted[to * cols..(to + 1) * cols].copy_from_slice(&hf[from * cols..(from + 1) * cols]);
+                    permuted[to * cols..(to + 1) * cols]
+                        .copy_from_slice(&hf[from * cols..(from + 1) * cols]);
                 }
             }
         }

@@ -8,5 +8,8 @@ mod weights;
 
 pub use gguf::{GgufFile, MetaValue};
 pub use pretrained::Pretrained;
-pub use safetensors::{read_dir as read_safetensors_dir, read_file as read_safetensors_file, write_file as write_safetensors};
+pub use safetensors::{
+    read_dir as read_safetensors_dir, read_file as read_safetensors_file,
+    write_file as write_safetensors,
+};
 pub use weights::{HostTensor, Weights};

@@ -30,7 +30,8 @@ pub struct Pretrained {
 
 fn read_json(path: &Path) -> Result<Value, ModelError> {
     let text = std::fs::read_to_string(path).map_err(ModelError::io(path))?;
-    serde_json::from_str(&text).map_err(|e| ModelError::format(path, format!("not valid JSON: {e}")))
+    serde_json::from_str(&text)
+        .map_err(|e| ModelError::format(path, format!("not valid JSON: {e}")))
 }
 
 impl Pretrained {
@@ -59,10 +60,11 @@ impl Pretrained {
     /// Loads a Hugging Face directory.
     pub fn load_dir(dir: &Path, device: &Device) -> Result<Self, ModelError> {
         let config_path = dir.join("config.json");
-        let config: ModelConfig = serde_json::from_value(read_json(&config_path)?).map_err(|e| ModelError::Config {
-            path: config_path.clone(),
-            message: e.to_string(),
-        })?;
+        let config: ModelConfig =
+            serde_json::from_value(read_json(&config_path)?).map_err(|e| ModelError::Config {
+                path: config_path.clone(),
+                message: e.to_string(),
+            })?;
         Self::check(&config, &config_path)?;
         let mut weights = read_safetensors_dir(dir)?;
         let decoder = Decoder::from_weights(&config, &mut weights, device)?;
@@ -73,9 +75,18 @@ impl Pretrained {
             None
         };
         let tc_path = dir.join("tokenizer_config.json");
-        let tokenizer_config = if tc_path.exists() { Some(read_json(&tc_path)?) } else { None };
+        let tokenizer_config = if tc_path.exists() {
+            Some(read_json(&tc_path)?)
+        } else {
+            None
+        };
         Ok(Self {
-            rope: Rope::new(config.head_dim(), config.max_position_embeddings, config.rope_theta(), device),
+            rope: Rope::new(
+                config.head_dim(),
+                config.max_position_embeddings,
+                config.rope_theta(),
+                device,
+            ),
             config,
             decoder,
             tokenizer,
@@ -96,7 +107,12 @@ impl Pretrained {
         let tokenizer = Tokenizer::from_bpe(&vocab)?;
         let tokenizer_config = gguf::tokenizer_config(&file, &vocab);
         Ok(Self {
-            rope: Rope::new(config.head_dim(), config.max_position_embeddings, config.rope_theta(), device),
+            rope: Rope::new(
+                config.head_dim(),
+                config.max_position_embeddings,
+                config.rope_theta(),
+                device,
+            ),
             config,
             decoder,
             tokenizer: Some(tokenizer),
@@ -108,7 +124,9 @@ impl Pretrained {
     /// The chat template, when the model has one.
     pub fn chat_template(&self) -> Result<Option<ChatTemplate>, ModelError> {
         match &self.tokenizer_config {
-            Some(tc) if !tc["chat_template"].is_null() => Ok(Some(ChatTemplate::from_tokenizer_config(tc)?)),
+            Some(tc) if !tc["chat_template"].is_null() => {
+                Ok(Some(ChatTemplate::from_tokenizer_config(tc)?))
+            }
             _ => Ok(None),
         }
     }
@@ -123,10 +141,10 @@ impl Pretrained {
                 Value::Object(o) => o.get("content").and_then(Value::as_str),
                 _ => None,
             };
-            if let Some(id) = name.and_then(|n| tok.token_to_id(n)) {
-                if !ids.contains(&id) {
-                    ids.push(id);
-                }
+            if let Some(id) = name.and_then(|n| tok.token_to_id(n))
+                && !ids.contains(&id)
+            {
+                ids.push(id);
             }
         }
         ids
@@ -142,13 +160,22 @@ impl Pretrained {
             let p = dir.join(name);
             std::fs::write(&p, text).map_err(ModelError::io(p))
         };
-        write("config.json", serde_json::to_string_pretty(&config).expect("json"))?;
-        write_safetensors(&self.decoder.to_weights(&self.config), &dir.join("model.safetensors"))?;
+        write(
+            "config.json",
+            serde_json::to_string_pretty(&config).expect("json"),
+        )?;
+        write_safetensors(
+            &self.decoder.to_weights(&self.config),
+            &dir.join("model.safetensors"),
+        )?;
         if let Some(tokenizer) = &self.tokenizer {
             write("tokenizer.json", tokenizer.to_json()?)?;
         }
         if let Some(tc) = &self.tokenizer_config {
-            write("tokenizer_config.json", serde_json::to_string_pretty(tc).expect("json"))?;
+            write(
+                "tokenizer_config.json",
+                serde_json::to_string_pretty(tc).expect("json"),
+            )?;
         }
         Ok(())
     }

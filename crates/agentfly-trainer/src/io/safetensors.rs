@@ -13,7 +13,8 @@ pub fn read_file(path: &Path, weights: &mut Weights) -> Result<(), ModelError> {
     let file = SafeTensors::deserialize(&bytes)
         .map_err(|e| ModelError::format(path, format!("not a valid safetensors file: {e}")))?;
     for (name, view) in file.tensors() {
-        let data = to_f32(&view).map_err(|m| ModelError::format(path, format!("tensor `{name}`: {m}")))?;
+        let data =
+            to_f32(&view).map_err(|m| ModelError::format(path, format!("tensor `{name}`: {m}")))?;
         weights.insert(name, HostTensor::new(view.shape().to_vec(), data));
     }
     Ok(())
@@ -60,13 +61,24 @@ fn to_f32(view: &TensorView<'_>) -> Result<Vec<f32>, String> {
     let width = match view.dtype() {
         Dtype::F32 => 4,
         Dtype::F16 | Dtype::BF16 => 2,
-        other => return Err(format!("dtype {other:?} is not supported (f32, bf16, f16 are)")),
+        other => {
+            return Err(format!(
+                "dtype {other:?} is not supported (f32, bf16, f16 are)"
+            ));
+        }
     };
     if data.len() != count * width {
-        return Err(format!("holds {} bytes, its shape needs {}", data.len(), count * width));
+        return Err(format!(
+            "holds {} bytes, its shape needs {}",
+            data.len(),
+            count * width
+        ));
     }
     Ok(match view.dtype() {
-        Dtype::F32 => data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+        Dtype::F32 => data
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect(),
         Dtype::F16 => data
             .chunks_exact(2)
             .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())

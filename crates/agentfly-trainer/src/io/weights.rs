@@ -75,10 +75,13 @@ impl Weights {
 
     /// The tensor called `name`, which must have shape `expected`.
     pub fn take(&mut self, name: &str, expected: &[usize]) -> Result<HostTensor, ModelError> {
-        let tensor = self.tensors.remove(name).ok_or_else(|| ModelError::MissingTensor {
-            path: self.source.clone(),
-            tensor: name.to_string(),
-        })?;
+        let tensor = self
+            .tensors
+            .remove(name)
+            .ok_or_else(|| ModelError::MissingTensor {
+                path: self.source.clone(),
+                tensor: name.to_string(),
+            })?;
         if tensor.shape != expected {
             return Err(ModelError::Shape {
                 path: self.source.clone(),
@@ -91,7 +94,11 @@ impl Weights {
     }
 
     /// Like [`take`](Self::take), but `None` when absent.
-    pub fn take_opt(&mut self, name: &str, expected: &[usize]) -> Result<Option<HostTensor>, ModelError> {
+    pub fn take_opt(
+        &mut self,
+        name: &str,
+        expected: &[usize],
+    ) -> Result<Option<HostTensor>, ModelError> {
         if self.contains(name) {
             self.take(name, expected).map(Some)
         } else {

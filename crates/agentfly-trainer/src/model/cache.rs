@@ -31,7 +31,12 @@ impl KvCache {
     }
 
     /// Appends this step's keys and values of `layer`; returns all of them.
-    pub(crate) fn append(&mut self, layer: usize, k: Tensor<4>, v: Tensor<4>) -> (Tensor<4>, Tensor<4>) {
+    pub(crate) fn append(
+        &mut self,
+        layer: usize,
+        k: Tensor<4>,
+        v: Tensor<4>,
+    ) -> (Tensor<4>, Tensor<4>) {
         let (k, v) = match self.layers[layer].take() {
             Some((pk, pv)) => (Tensor::cat(vec![pk, k], 2), Tensor::cat(vec![pv, v], 2)),
             None => (k, v),

@@ -23,16 +23,20 @@ pub struct ModelConfig {
     /// Query heads.
     pub num_attention_heads: usize,
     /// Key/value heads (grouped-query attention); defaults to the query heads.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_key_value_heads: Option<usize>,
     /// Per-head width; defaults to `hidden_size / num_attention_heads`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head_dim: Option<usize>,
     /// RMSNorm epsilon.
     #[serde(default = "default_eps")]
     pub rms_norm_eps: f64,
     /// Rotary base (older configs); see [`ModelConfig::rope_theta`].
-    #[serde(default, rename = "rope_theta", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "rope_theta",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub rope_theta_field: Option<f64>,
     /// Rotary parameters (transformers 5: `{"rope_theta": ..., "rope_type": "default"}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -44,7 +48,7 @@ pub struct ModelConfig {
     #[serde(default)]
     pub tie_word_embeddings: bool,
     /// q/k/v (and o) projections have biases (Llama option; always q/k/v for Qwen2).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention_bias: Option<bool>,
     /// Beginning-of-sequence id.
     #[serde(default)]
@@ -55,6 +59,9 @@ pub struct ModelConfig {
     /// Must be `silu`.
     #[serde(default = "default_act")]
     pub hidden_act: String,
+    /// Every other key of config.json, kept so a saved model round-trips unchanged.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, Value>,
 }
 
 fn default_eps() -> f64 {
@@ -124,7 +131,11 @@ impl ModelConfig {
     pub fn eos_ids(&self) -> Vec<u32> {
         match &self.eos_token_id {
             Some(Value::Number(n)) => n.as_u64().map(|n| vec![n as u32]).unwrap_or_default(),
-            Some(Value::Array(a)) => a.iter().filter_map(|v| v.as_u64()).map(|n| n as u32).collect(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(|v| v.as_u64())
+                .map(|n| n as u32)
+                .collect(),
             _ => Vec::new(),
         }
     }
@@ -134,22 +145,34 @@ impl ModelConfig {
         if self.family().is_none() {
             return Err(format!(
                 "unsupported architecture `{}` (model_type `{}`): agentfly runs the Llama and Qwen2 families",
-                self.architectures.first().map(String::as_str).unwrap_or("?"),
+                self.architectures
+                    .first()
+                    .map(String::as_str)
+                    .unwrap_or("?"),
                 self.model_type
             ));
         }
         if self.hidden_act != "silu" {
-            return Err(format!("hidden_act `{}` is not supported (only silu)", self.hidden_act));
+            return Err(format!(
+                "hidden_act `{}` is not supported (only silu)",
+                self.hidden_act
+            ));
         }
-        if self.num_attention_heads == 0 || self.kv_heads() == 0 || self.num_attention_heads % self.kv_heads() != 0 {
+        if self.num_attention_heads == 0
+            || self.kv_heads() == 0
+            || !self.num_attention_heads.is_multiple_of(self.kv_heads())
+        {
             return Err(format!(
                 "num_attention_heads ({}) must be a positive multiple of num_key_value_heads ({})",
                 self.num_attention_heads,
                 self.kv_heads()
             ));
         }
-        if self.head_dim() % 2 != 0 {
-            return Err(format!("head_dim ({}) must be even for rotary embeddings", self.head_dim()));
+        if !self.head_dim().is_multiple_of(2) {
+            return Err(format!(
+                "head_dim ({}) must be even for rotary embeddings",
+                self.head_dim()
+            ));
         }
         Ok(())
     }

@@ -119,13 +119,34 @@ fn param<const D: usize>(t: HostTensor, shape: [usize; D], device: &Device) -> P
 
 impl Decoder {
     /// Builds the decoder from Hugging Face-named host weights, checking every shape.
-    pub fn from_weights(config: &ModelConfig, weights: &mut Weights, device: &Device) -> Result<Self, ModelError> {
-        let (h, v, i) = (config.hidden_size, config.vocab_size, config.intermediate_size);
-        let (heads, kv_heads, hd) = (config.num_attention_heads, config.kv_heads(), config.head_dim());
-        let proj = |w: &mut Weights, name: &str, out: usize, inp: usize, bias: bool| -> Result<Projection, ModelError> {
+    pub fn from_weights(
+        config: &ModelConfig,
+        weights: &mut Weights,
+        device: &Device,
+    ) -> Result<Self, ModelError> {
+        let (h, v, i) = (
+            config.hidden_size,
+            config.vocab_size,
+            config.intermediate_size,
+        );
+        let (heads, kv_heads, hd) = (
+            config.num_attention_heads,
+            config.kv_heads(),
+            config.head_dim(),
+        );
+        let proj = |w: &mut Weights,
+                    name: &str,
+                    out: usize,
+                    inp: usize,
+                    bias: bool|
+         -> Result<Projection, ModelError> {
             let weight = w.take(&format!("{name}.weight"), &[out, inp])?.transposed();
             let bias = if bias {
-                Some(param(w.take(&format!("{name}.bias"), &[out])?, [out], device))
+                Some(param(
+                    w.take(&format!("{name}.bias"), &[out])?,
+                    [out],
+                    device,
+                ))
             } else {
                 None
             };
@@ -140,22 +161,53 @@ impl Decoder {
                 eps: config.rms_norm_eps,
             })
         };
-        let embed = param(weights.take("model.embed_tokens.weight", &[v, h])?, [v, h], device);
+        let embed = param(
+            weights.take("model.embed_tokens.weight", &[v, h])?,
+            [v, h],
+            device,
+        );
         let mut blocks = Vec::with_capacity(config.num_hidden_layers);
         for l in 0..config.num_hidden_layers {
             let p = format!("model.layers.{l}");
             blocks.push(Block {
                 input_norm: norm(weights, &format!("{p}.input_layernorm.weight"))?,
                 attention: Attention {
-                    q: proj(weights, &format!("{p}.self_attn.q_proj"), heads * hd, h, config.qkv_bias())?,
-                    k: proj(weights, &format!("{p}.self_attn.k_proj"), kv_heads * hd, h, config.qkv_bias())?,
-                    v: proj(weights, &format!("{p}.self_attn.v_proj"), kv_heads * hd, h, config.qkv_bias())?,
-                    o: proj(weights, &format!("{p}.self_attn.o_proj"), h, heads * hd, config.o_bias())?,
+                    q: proj(
+                        weights,
+                        &format!("{p}.self_attn.q_proj"),
+                        heads * hd,
+                        h,
+                        config.qkv_bias(),
+                    )?,
+                    k: proj(
+                        weights,
+                        &format!("{p}.self_attn.k_proj"),
+                        kv_heads * hd,
+                        h,
+                        config.qkv_bias(),
+                    )?,
+                    v: proj(
+                        weights,
+                        &format!("{p}.self_attn.v_proj"),
+                        kv_heads * hd,
+                        h,
+                        config.qkv_bias(),
+                    )?,
+                    o: proj(
+                        weights,
+                        &format!("{p}.self_attn.o_proj"),
+                        h,
+                        heads * hd,
+                        config.o_bias(),
+                    )?,
                     heads,
                     kv_heads,
                     head_dim: hd,
                 },
-                post_attention_norm: norm(weights, &format!("{p}.post_attention_layernorm.weight"))?,
+                post_attention_norm: norm(
+                    weights,
+                    &format!("{p}.post_attention_layernorm.weight"),
+                )?,
                 mlp: Mlp {
                     gate: proj(weights, &format!("{p}.mlp.gate_proj"), i, h, false)?,
                     up: proj(weights, &format!("{p}.mlp.up_proj"), i, h, false)?,
@@ -183,11 +235,17 @@ impl Decoder {
         let mut w = Weights::new("memory");
         let host = |t: Tensor<2>| {
             let [a, b] = t.dims();
-            HostTensor::new(vec![a, b], t.into_data().try_to_vec::<f32>().expect("f32 weights"))
+            HostTensor::new(
+                vec![a, b],
+                t.into_data().try_to_vec::<f32>().expect("f32 weights"),
+            )
         };
         let host1 = |t: Tensor<1>| {
             let [a] = t.dims();
-            HostTensor::new(vec![a], t.into_data().try_to_vec::<f32>().expect("f32 weights"))
+            HostTensor::new(
+                vec![a],
+                t.into_data().try_to_vec::<f32>().expect("f32 weights"),
+            )
         };
         let put_proj = |w: &mut Weights, name: &str, p: &Projection| {
             w.insert(format!("{name}.weight"), host(p.weight.val()).transposed());
@@ -198,8 +256,14 @@ impl Decoder {
         w.insert("model.embed_tokens.weight", host(self.embed.val()));
         for (l, b) in self.blocks.iter().enumerate() {
             let p = format!("model.layers.{l}");
-            w.insert(format!("{p}.input_layernorm.weight"), host1(b.input_norm.weight.val()));
-            w.insert(format!("{p}.post_attention_layernorm.weight"), host1(b.post_attention_norm.weight.val()));
+            w.insert(
+                format!("{p}.input_layernorm.weight"),
+                host1(b.input_norm.weight.val()),
+            );
+            w.insert(
+                format!("{p}.post_attention_layernorm.weight"),
+                host1(b.post_attention_norm.weight.val()),
+            );
             put_proj(&mut w, &format!("{p}.self_attn.q_proj"), &b.attention.q);
             put_proj(&mut w, &format!("{p}.self_attn.k_proj"), &b.attention.k);
             put_proj(&mut w, &format!("{p}.self_attn.v_proj"), &b.attention.v);
@@ -220,13 +284,26 @@ impl Decoder {
     }
 
     /// The final hidden states `[batch, len, hidden]`, appending to `cache` when given.
-    pub fn hidden(&self, input: ForwardInput, rope: &Rope, mut cache: Option<&mut KvCache>) -> Tensor<3> {
+    pub fn hidden(
+        &self,
+        input: ForwardInput,
+        rope: &Rope,
+        mut cache: Option<&mut KvCache>,
+    ) -> Tensor<3> {
         let (cos, sin) = rope.tables(input.positions);
         let mut x = embedding(self.embed.val(), input.ids);
         for (l, block) in self.blocks.iter().enumerate() {
             let residual = x.clone();
             let normed = block.input_norm.forward(x);
-            let attended = block.attention.forward(normed, rope, &cos, &sin, input.mask.clone(), cache.as_deref_mut(), l);
+            let attended = block.attention.forward(
+                normed,
+                rope,
+                &cos,
+                &sin,
+                input.mask.clone(),
+                cache.as_deref_mut(),
+                l,
+            );
             x = residual + attended;
             let residual = x.clone();
             let normed = block.post_attention_norm.forward(x);
@@ -277,7 +354,8 @@ impl Attention {
     ) -> Tensor<3> {
         let [batch, len, _] = x.dims();
         let split = |t: Tensor<3>, heads: usize| {
-            t.reshape([batch, len, heads, self.head_dim]).swap_dims(1, 2)
+            t.reshape([batch, len, heads, self.head_dim])
+                .swap_dims(1, 2)
         };
         let q = rope.apply(split(self.q.forward(x.clone()), self.heads), cos, sin);
         let k = rope.apply(split(self.k.forward(x.clone()), self.kv_heads), cos, sin);
@@ -312,7 +390,9 @@ impl Attention {
                 is_causal,
             },
         );
-        let out = out.swap_dims(1, 2).reshape([batch, len, self.heads * self.head_dim]);
+        let out = out
+            .swap_dims(1, 2)
+            .reshape([batch, len, self.heads * self.head_dim]);
         self.o.forward(out)
     }
 }

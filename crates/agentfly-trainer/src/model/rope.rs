@@ -31,7 +31,8 @@ impl Rope {
                 }
             }
         }
-        let table = |v: Vec<f32>| Tensor::from_data(TensorData::new(v, [max_positions, head_dim]), device);
+        let table =
+            |v: Vec<f32>| Tensor::from_data(TensorData::new(v, [max_positions, head_dim]), device);
         Self {
             cos: table(cos),
             sin: table(sin),

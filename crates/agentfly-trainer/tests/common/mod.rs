@@ -12,8 +12,13 @@ fn repo() -> PathBuf {
 }
 
 pub fn fixtures() -> PathBuf {
-    let dir = std::env::var_os("AGENTFLY_FIXTURES").map_or_else(|| repo().join("../shared/fixtures"), PathBuf::from);
-    assert!(dir.join("README.md").exists(), "fixtures not found at {} (set AGENTFLY_FIXTURES)", dir.display());
+    let dir = std::env::var_os("AGENTFLY_FIXTURES")
+        .map_or_else(|| repo().join("../shared/fixtures"), PathBuf::from);
+    assert!(
+        dir.join("README.md").exists(),
+        "fixtures not found at {} (set AGENTFLY_FIXTURES)",
+        dir.display()
+    );
     dir
 }
 
@@ -22,7 +27,11 @@ pub fn smollm2_gguf() -> PathBuf {
         || repo().join("models/SmolLM2-135M-Instruct.Q4_1.gguf"),
         PathBuf::from,
     );
-    assert!(path.exists(), "{} is missing: run scripts/fetch-smollm2.sh (or set AGENTFLY_SMOLLM2)", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/fetch-smollm2.sh (or set AGENTFLY_SMOLLM2)",
+        path.display()
+    );
     path
 }
 
@@ -37,12 +46,28 @@ pub fn reference(path: PathBuf) -> (Vec<usize>, Vec<i64>, Vec<usize>, Vec<f32>) 
     let file = SafeTensors::deserialize(&bytes).unwrap();
     let ids = file.tensor("input_ids").unwrap();
     let logits = file.tensor("logits").unwrap();
-    let id_values = ids.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())).collect();
-    let logit_values = logits.data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
-    (ids.shape().to_vec(), id_values, logits.shape().to_vec(), logit_values)
+    let id_values = ids
+        .data()
+        .chunks_exact(8)
+        .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let logit_values = logits
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    (
+        ids.shape().to_vec(),
+        id_values,
+        logits.shape().to_vec(),
+        logit_values,
+    )
 }
 
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }

@@ -1,0 +1,185 @@
+//! `agentfly render`, `logits` and `generate` against the fixtures, as a user runs them.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixtures() -> PathBuf {
+    let dir = std::env::var_os("AGENTFLY_FIXTURES")
+        .map_or_else(|| repo().join("../shared/fixtures"), PathBuf::from);
+    assert!(
+        dir.join("README.md").exists(),
+        "fixtures not found at {}",
+        dir.display()
+    );
+    dir
+}
+
+fn smollm2() -> PathBuf {
+    let path = repo().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(path.exists(), "run scripts/fetch-smollm2.sh first");
+    path
+}
+
+fn agentfly(args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_agentfly"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "agentfly {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn temp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("agentfly-cli-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn render_prints_every_qwen3_fixture_exactly() {
+    let dir = fixtures();
+    let cases: Vec<Value> = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("qwen3-template/renders.json")).unwrap(),
+    )
+    .unwrap();
+    let template = dir.join("qwen3-template/tokenizer_config.json");
+    for (i, case) in cases.iter().enumerate() {
+        let conversation = temp(&format!("conv{i}.json"));
+        std::fs::write(&conversation, case.to_string()).unwrap();
+        let out = agentfly(&[
+            "render",
+            "--template",
+            template.to_str().unwrap(),
+            "--conversation",
+            conversation.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            case["rendered"].as_str().unwrap(),
+            "case {i}"
+        );
+        std::fs::remove_file(conversation).unwrap();
+    }
+}
+
+#[test]
+fn logits_writes_the_forward_pass_of_tiny_qwen2() {
+    let dir = fixtures();
+    let bytes = std::fs::read(dir.join("tiny-qwen2/reference.safetensors")).unwrap();
+    let reference = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let ids: Vec<i64> = reference
+        .tensor("input_ids")
+        .unwrap()
+        .data()
+        .chunks_exact(8)
+        .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let rows: Vec<String> = ids
+        .chunks(16)
+        .map(|r| r.iter().map(i64::to_string).collect::<Vec<_>>().join(","))
+        .collect();
+    let out_file = temp("logits.safetensors");
+    agentfly(&[
+        "logits",
+        "--model",
+        dir.join("tiny-qwen2").to_str().unwrap(),
+        "--ids",
+        &rows[0],
+        "--ids",
+        &rows[1],
+        "--out",
+        out_file.to_str().unwrap(),
+    ]);
+    let written = std::fs::read(&out_file).unwrap();
+    let written = safetensors::SafeTensors::deserialize(&written).unwrap();
+    let logits = written.tensor("logits").unwrap();
+    assert_eq!(logits.shape(), [2, 16, 512]);
+    let expected = reference.tensor("logits").unwrap();
+    let to_f32 = |d: &[u8]| {
+        d.chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect::<Vec<_>>()
+    };
+    let diff = to_f32(logits.data())
+        .iter()
+        .zip(to_f32(expected.data()))
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max);
+    assert!(diff < 1e-4, "max |Δlogit| = {diff}");
+    std::fs::remove_file(out_file).unwrap();
+}
+
+#[test]
+fn generate_json_reproduces_smollm2_greedy_fixture() {
+    let cases: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("smollm2/greedy.json")).unwrap(),
+    )
+    .unwrap();
+    let case = &cases[0];
+    let messages = temp("messages.json");
+    std::fs::write(
+        &messages,
+        serde_json::json!({"messages": case["messages"]}).to_string(),
+    )
+    .unwrap();
+    let model = smollm2();
+    let run = |extra: &[&str]| -> Value {
+        let mut args = vec![
+            "generate",
+            "--model",
+            model.to_str().unwrap(),
+            "--messages",
+            messages.to_str().unwrap(),
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        serde_json::from_slice(&agentfly(&args).stdout).unwrap()
+    };
+    let full = run(&["--greedy", "--ignore-eos", "--max-new-tokens", "32"]);
+    assert_eq!(full["prompt_ids"], case["prompt_ids"]);
+    assert_eq!(full["new_ids"], case["new_ids"]);
+    assert_eq!(full["finish_reason"], "length");
+    let stopped = run(&["--max-new-tokens", "32"]);
+    assert_eq!(stopped["text"], "12 times 7 is 72.");
+    assert_eq!(stopped["finish_reason"], "stop");
+    assert_eq!(stopped["new_ids"].as_array().unwrap().last().unwrap(), 2);
+    std::fs::remove_file(messages).unwrap();
+}
+
+#[test]
+fn bad_model_paths_and_devices_fail_clearly() {
+    let out = Command::new(env!("CARGO_BIN_EXE_agentfly"))
+        .args([
+            "generate",
+            "--model",
+            "/nonexistent/model.gguf",
+            "--prompt",
+            "hi",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("loading /nonexistent/model.gguf") && err.contains("No such file"),
+        "{err}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_agentfly"))
+        .args([
+            "logits", "--model", "x", "--ids", "1", "--out", "/tmp/x", "--device", "tpu",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("unknown device `tpu`; use cpu, wgpu or cuda[:N]"),
+        "{err}"
+    );
+}

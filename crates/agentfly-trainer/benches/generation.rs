@@ -1,0 +1,163 @@
+//! Generation throughput of SmolLM2-135M in f32: prefill of 256 tokens, and batched
+//! decode at batch 1, 8 and 32 with 128 new tokens, against Hugging Face transformers
+//! (PyTorch on CPU) on the same weights and settings in the same run.
+//!
+//! ```sh
+//! scripts/fetch-smollm2.sh && scripts/bench/setup-venv.sh
+//! cargo bench -p agentfly-trainer --bench generation
+//! ```
+//!
+//! Environment: `AGENTFLY_BENCH_PYTHON` (default `.venv-bench/bin/python`), `AGENTFLY_DEVICE`
+//! (default `cpu`), `AGENTFLY_BENCH_RUNS` (default 3; the best run counts).
+
+use agentfly_trainer::Pretrained;
+use agentfly_trainer::device::parse_device;
+use agentfly_trainer::generate::{SamplingParams, generate};
+use burn::tensor::{Int, Tensor, TensorData};
+use rand::{Rng, SeedableRng};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+const PREFILL: usize = 256;
+const PROMPT: usize = 64;
+const NEW: usize = 128;
+const BATCHES: [usize; 3] = [1, 8, 32];
+
+fn best_of(runs: usize, mut f: impl FnMut()) -> f64 {
+    (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo test --benches` asks benches to list their tests.
+    }
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let gguf = repo.join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(gguf.exists(), "run scripts/fetch-smollm2.sh first");
+    let device_name = std::env::var("AGENTFLY_DEVICE").unwrap_or_else(|_| "cpu".into());
+    let device = parse_device(&device_name).expect("device");
+    let runs: usize = std::env::var("AGENTFLY_BENCH_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3);
+    let model = Pretrained::load(&gguf, &device).expect("load SmolLM2");
+    // The peer loads the very same f32 weights, saved by us in Hugging Face layout.
+    let hf_dir = repo.join("target/bench/smollm2-hf");
+    if !hf_dir.join("model.safetensors").exists() {
+        model.save(&hf_dir).expect("save HF directory");
+    }
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+    let vocab = model.config.vocab_size as u32;
+    let mut random_ids =
+        |n: usize| -> Vec<u32> { (0..n).map(|_| rng.random_range(100..vocab)).collect() };
+
+    eprintln!("measuring agentfly ({device_name}) ...");
+    let prefill_ids = random_ids(PREFILL);
+    let ids = Tensor::<2, Int>::from_data(
+        TensorData::new(
+            prefill_ids.iter().map(|&t| t as i64).collect::<Vec<_>>(),
+            [1, PREFILL],
+        ),
+        &device,
+    );
+    let forward = || {
+        let logits = model.decoder.forward(ids.clone(), &model.rope);
+        let _ = logits.narrow(1, PREFILL - 1, 1).into_data();
+    };
+    forward();
+    let ours_prefill = PREFILL as f64 / best_of(runs, forward);
+    let mut ours_decode = Vec::new();
+    for batch in BATCHES {
+        let prompts: Vec<Vec<u32>> = (0..batch).map(|_| random_ids(PROMPT)).collect();
+        let run = |n: usize| {
+            let params = SamplingParams {
+                ignore_eos: true,
+                ..SamplingParams::greedy(n)
+            };
+            generate(&model, &prompts, &params, None);
+        };
+        run(2);
+        let t1 = best_of(runs, || run(1));
+        let tn = best_of(runs, || run(NEW));
+        ours_decode.push((batch * (NEW - 1)) as f64 / (tn - t1));
+    }
+
+    let python = std::env::var("AGENTFLY_BENCH_PYTHON")
+        .map_or_else(|_| repo.join(".venv-bench/bin/python"), PathBuf::from);
+    let peer = run_peer(
+        &python,
+        &repo.join("scripts/bench/transformers_generate.py"),
+        &hf_dir,
+        runs,
+    );
+    println!(
+        "\nSmolLM2-135M-Instruct, f32, {} CPU threads available\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!(
+        "| measurement | agentfly (burn {device_name}) tok/s | transformers (torch CPU) tok/s | ratio |"
+    );
+    println!("|---|---:|---:|---:|");
+    let row = |name: String, ours: f64, theirs: Option<f64>| match theirs {
+        Some(t) => println!("| {name} | {ours:.1} | {t:.1} | {:.2}× |", ours / t),
+        None => println!("| {name} | {ours:.1} | n/a | n/a |"),
+    };
+    row(
+        format!("prefill {PREFILL} tokens, batch 1"),
+        ours_prefill,
+        peer.as_ref()
+            .and_then(|p| p["prefill_tokens_per_s"].as_f64()),
+    );
+    for (batch, ours) in BATCHES.iter().zip(ours_decode) {
+        let theirs = peer
+            .as_ref()
+            .and_then(|p| p["decode_tokens_per_s"][batch.to_string()].as_f64());
+        row(
+            format!("decode {NEW} new tokens, batch {batch}"),
+            ours,
+            theirs,
+        );
+    }
+    if let Some(p) = &peer {
+        println!("\npeer: torch {} with {} threads", p["torch"], p["threads"]);
+    }
+}
+
+fn run_peer(python: &Path, script: &Path, model: &Path, runs: usize) -> Option<serde_json::Value> {
+    if !python.exists() {
+        eprintln!(
+            "{} is missing: run scripts/bench/setup-venv.sh to compare with transformers",
+            python.display()
+        );
+        return None;
+    }
+    eprintln!("measuring transformers ...");
+    let out = Command::new(python)
+        .arg(script)
+        .args(["--model", model.to_str()?, "--runs", &runs.to_string()])
+        .args([
+            "--prefill",
+            &PREFILL.to_string(),
+            "--prompt-len",
+            &PROMPT.to_string(),
+            "--new-tokens",
+            &NEW.to_string(),
+        ])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        eprintln!(
+            "transformers failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
