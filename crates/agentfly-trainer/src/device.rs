@@ -1,6 +1,7 @@
 //! Choosing the Burn device from a name: `cpu` (Burn's `flex` backend, the default),
 //! `wgpu` (any GPU through WebGPU/Vulkan/Metal; needs the `wgpu` feature) or `cuda[:N]`
-//! (needs the `cuda` feature).
+//! (needs the `cuda` feature). `ndarray` (Burn's older CPU backend, feature `ndarray`) is
+//! there to measure against flex.
 
 use burn::tensor::Device;
 
@@ -11,6 +12,7 @@ pub fn parse_device(name: &str) -> Result<Device, String> {
     match name.as_str() {
         "cpu" | "flex" => Ok(Device::flex()),
         "wgpu" | "gpu" => wgpu(),
+        "ndarray" => ndarray(),
         _ if name == "cuda" || name.starts_with("cuda:") => {
             let index = match name.strip_prefix("cuda:") {
                 Some(i) => i.parse::<usize>().map_err(|_| {
@@ -34,6 +36,20 @@ fn wgpu() -> Result<Device, String> {
 #[cfg(not(feature = "wgpu"))]
 fn wgpu() -> Result<Device, String> {
     Err("this binary was built without the `wgpu` feature (cargo build --features wgpu)".into())
+}
+
+#[cfg(feature = "ndarray")]
+#[allow(deprecated)]
+fn ndarray() -> Result<Device, String> {
+    Ok(Device::ndarray())
+}
+
+#[cfg(not(feature = "ndarray"))]
+fn ndarray() -> Result<Device, String> {
+    Err(
+        "this binary was built without the `ndarray` feature (cargo build --features ndarray)"
+            .into(),
+    )
 }
 
 #[cfg(feature = "cuda")]

@@ -44,15 +44,13 @@ impl RmsNorm {
     }
 }
 
-/// Grouped-query self-attention.
+/// Grouped-query self-attention. The q, k and v projections are one matrix
+/// `[hidden, (heads + 2 kv_heads) * head_dim]`: one wide matmul instead of three narrow
+/// ones. Loading and saving split and join them in Hugging Face naming.
 #[derive(Module, Debug)]
 pub struct Attention {
-    /// Query projection.
-    pub q: Projection,
-    /// Key projection.
-    pub k: Projection,
-    /// Value projection.
-    pub v: Projection,
+    /// Query, key and value projections, side by side.
+    pub qkv: Projection,
     /// Output projection.
     pub o: Projection,
     /// Query heads.
@@ -63,15 +61,16 @@ pub struct Attention {
     pub head_dim: usize,
 }
 
-/// The SwiGLU MLP: `down(silu(gate(x)) * up(x))`.
+/// The SwiGLU MLP, `down(silu(gate(x)) * up(x))`, with gate and up as one matrix
+/// `[hidden, 2 * intermediate]`.
 #[derive(Module, Debug)]
 pub struct Mlp {
-    /// Gate projection.
-    pub gate: Projection,
-    /// Up projection.
-    pub up: Projection,
+    /// Gate and up projections, side by side.
+    pub gate_up: Projection,
     /// Down projection.
     pub down: Projection,
+    /// Width of each half of `gate_up`.
+    pub intermediate: usize,
 }
 
 /// One decoder block.
@@ -108,13 +107,96 @@ pub struct ForwardInput {
     pub ids: Tensor<2, Int>,
     /// `[batch, len]` rotary positions.
     pub positions: Tensor<2, Int>,
-    /// `[batch, heads=1, len, keys]` true where a query must not see a key; `None` for a
-    /// plain causal pass without padding or cache.
+    /// `[batch, 1, len, keys]` true where a query must not see a key; `None` for a plain
+    /// causal pass without padding or cache.
     pub mask: Option<Tensor<4, Bool>>,
 }
 
 fn param<const D: usize>(t: HostTensor, shape: [usize; D], device: &Device) -> Param<Tensor<D>> {
     Param::from_tensor(Tensor::from_data(TensorData::new(t.data, shape), device))
+}
+
+/// Hugging Face projections fused into one: each `(name, out)` is a `[out, in]` matrix
+/// (and `[out]` bias) in the file.
+type Parts = [(String, usize)];
+
+fn fused(
+    w: &mut Weights,
+    parts: &Parts,
+    inp: usize,
+    bias: bool,
+    device: &Device,
+) -> Result<Projection, ModelError> {
+    let mut rows = Vec::new();
+    let mut biases = Vec::new();
+    for (name, out) in parts {
+        rows.extend(w.take(&format!("{name}.weight"), &[*out, inp])?.data);
+        if bias {
+            biases.extend(w.take(&format!("{name}.bias"), &[*out])?.data);
+        }
+    }
+    let total: usize = parts.iter().map(|p| p.1).sum();
+    let weight = HostTensor::new(vec![total, inp], rows).transposed();
+    Ok(Projection {
+        weight: param(weight, [inp, total], device),
+        bias: bias.then(|| param(HostTensor::new(vec![total], biases), [total], device)),
+    })
+}
+
+fn host2(t: Tensor<2>) -> HostTensor {
+    let [a, b] = t.dims();
+    HostTensor::new(
+        vec![a, b],
+        t.into_data().try_to_vec::<f32>().expect("f32 weights"),
+    )
+}
+
+fn host1(t: Tensor<1>) -> HostTensor {
+    let [a] = t.dims();
+    HostTensor::new(
+        vec![a],
+        t.into_data().try_to_vec::<f32>().expect("f32 weights"),
+    )
+}
+
+/// The inverse of [`fused`]: one `[in, sum(out)]` projection back into its parts.
+fn unfuse(w: &mut Weights, parts: &Parts, p: &Projection) {
+    let rows = host2(p.weight.val()).transposed();
+    let cols = rows.shape[1];
+    let bias = p.bias.as_ref().map(|b| host1(b.val()).data);
+    let mut start = 0;
+    for (name, out) in parts {
+        let data = rows.data[start * cols..(start + out) * cols].to_vec();
+        w.insert(
+            format!("{name}.weight"),
+            HostTensor::new(vec![*out, cols], data),
+        );
+        if let Some(bias) = &bias {
+            w.insert(
+                format!("{name}.bias"),
+                HostTensor::new(vec![*out], bias[start..start + out].to_vec()),
+            );
+        }
+        start += out;
+    }
+}
+
+/// The Hugging Face parts of block `l`'s fused projections: (qkv, o, gate_up, down).
+fn parts(config: &ModelConfig, l: usize) -> [Vec<(String, usize)>; 4] {
+    let (h, i, hd) = (
+        config.hidden_size,
+        config.intermediate_size,
+        config.head_dim(),
+    );
+    let (heads, kv) = (config.num_attention_heads, config.kv_heads());
+    let a = |n: &str, out: usize| (format!("model.layers.{l}.self_attn.{n}_proj"), out);
+    let m = |n: &str, out: usize| (format!("model.layers.{l}.mlp.{n}_proj"), out);
+    [
+        vec![a("q", heads * hd), a("k", kv * hd), a("v", kv * hd)],
+        vec![a("o", h)],
+        vec![m("gate", i), m("up", i)],
+        vec![m("down", h)],
+    ]
 }
 
 impl Decoder {
@@ -124,37 +206,7 @@ impl Decoder {
         weights: &mut Weights,
         device: &Device,
     ) -> Result<Self, ModelError> {
-        let (h, v, i) = (
-            config.hidden_size,
-            config.vocab_size,
-            config.intermediate_size,
-        );
-        let (heads, kv_heads, hd) = (
-            config.num_attention_heads,
-            config.kv_heads(),
-            config.head_dim(),
-        );
-        let proj = |w: &mut Weights,
-                    name: &str,
-                    out: usize,
-                    inp: usize,
-                    bias: bool|
-         -> Result<Projection, ModelError> {
-            let weight = w.take(&format!("{name}.weight"), &[out, inp])?.transposed();
-            let bias = if bias {
-                Some(param(
-                    w.take(&format!("{name}.bias"), &[out])?,
-                    [out],
-                    device,
-                ))
-            } else {
-                None
-            };
-            Ok(Projection {
-                weight: param(weight, [inp, out], device),
-                bias,
-            })
-        };
+        let (h, v) = (config.hidden_size, config.vocab_size);
         let norm = |w: &mut Weights, name: &str| -> Result<RmsNorm, ModelError> {
             Ok(RmsNorm {
                 weight: param(w.take(name, &[h])?, [h], device),
@@ -166,52 +218,27 @@ impl Decoder {
             [v, h],
             device,
         );
+        let attn_width = config.num_attention_heads * config.head_dim();
         let mut blocks = Vec::with_capacity(config.num_hidden_layers);
         for l in 0..config.num_hidden_layers {
-            let p = format!("model.layers.{l}");
+            let [qkv, o, gate_up, down] = parts(config, l);
             blocks.push(Block {
-                input_norm: norm(weights, &format!("{p}.input_layernorm.weight"))?,
+                input_norm: norm(weights, &format!("model.layers.{l}.input_layernorm.weight"))?,
                 attention: Attention {
-                    q: proj(
-                        weights,
-                        &format!("{p}.self_attn.q_proj"),
-                        heads * hd,
-                        h,
-                        config.qkv_bias(),
-                    )?,
-                    k: proj(
-                        weights,
-                        &format!("{p}.self_attn.k_proj"),
-                        kv_heads * hd,
-                        h,
-                        config.qkv_bias(),
-                    )?,
-                    v: proj(
-                        weights,
-                        &format!("{p}.self_attn.v_proj"),
-                        kv_heads * hd,
-                        h,
-                        config.qkv_bias(),
-                    )?,
-                    o: proj(
-                        weights,
-                        &format!("{p}.self_attn.o_proj"),
-                        h,
-                        heads * hd,
-                        config.o_bias(),
-                    )?,
-                    heads,
-                    kv_heads,
-                    head_dim: hd,
+                    qkv: fused(weights, &qkv, h, config.qkv_bias(), device)?,
+                    o: fused(weights, &o, attn_width, config.o_bias(), device)?,
+                    heads: config.num_attention_heads,
+                    kv_heads: config.kv_heads(),
+                    head_dim: config.head_dim(),
                 },
                 post_attention_norm: norm(
                     weights,
-                    &format!("{p}.post_attention_layernorm.weight"),
+                    &format!("model.layers.{l}.post_attention_layernorm.weight"),
                 )?,
                 mlp: Mlp {
-                    gate: proj(weights, &format!("{p}.mlp.gate_proj"), i, h, false)?,
-                    up: proj(weights, &format!("{p}.mlp.up_proj"), i, h, false)?,
-                    down: proj(weights, &format!("{p}.mlp.down_proj"), h, i, false)?,
+                    gate_up: fused(weights, &gate_up, h, false, device)?,
+                    down: fused(weights, &down, config.intermediate_size, false, device)?,
+                    intermediate: config.intermediate_size,
                 },
             });
         }
@@ -233,27 +260,7 @@ impl Decoder {
     /// The weights back on the host, in Hugging Face naming and layout.
     pub fn to_weights(&self, config: &ModelConfig) -> Weights {
         let mut w = Weights::new("memory");
-        let host = |t: Tensor<2>| {
-            let [a, b] = t.dims();
-            HostTensor::new(
-                vec![a, b],
-                t.into_data().try_to_vec::<f32>().expect("f32 weights"),
-            )
-        };
-        let host1 = |t: Tensor<1>| {
-            let [a] = t.dims();
-            HostTensor::new(
-                vec![a],
-                t.into_data().try_to_vec::<f32>().expect("f32 weights"),
-            )
-        };
-        let put_proj = |w: &mut Weights, name: &str, p: &Projection| {
-            w.insert(format!("{name}.weight"), host(p.weight.val()).transposed());
-            if let Some(b) = &p.bias {
-                w.insert(format!("{name}.bias"), host1(b.val()));
-            }
-        };
-        w.insert("model.embed_tokens.weight", host(self.embed.val()));
+        w.insert("model.embed_tokens.weight", host2(self.embed.val()));
         for (l, b) in self.blocks.iter().enumerate() {
             let p = format!("model.layers.{l}");
             w.insert(
@@ -264,21 +271,15 @@ impl Decoder {
                 format!("{p}.post_attention_layernorm.weight"),
                 host1(b.post_attention_norm.weight.val()),
             );
-            put_proj(&mut w, &format!("{p}.self_attn.q_proj"), &b.attention.q);
-            put_proj(&mut w, &format!("{p}.self_attn.k_proj"), &b.attention.k);
-            put_proj(&mut w, &format!("{p}.self_attn.v_proj"), &b.attention.v);
-            put_proj(&mut w, &format!("{p}.self_attn.o_proj"), &b.attention.o);
-            put_proj(&mut w, &format!("{p}.mlp.gate_proj"), &b.mlp.gate);
-            put_proj(&mut w, &format!("{p}.mlp.up_proj"), &b.mlp.up);
-            put_proj(&mut w, &format!("{p}.mlp.down_proj"), &b.mlp.down);
+            let [qkv, o, gate_up, down] = parts(config, l);
+            unfuse(&mut w, &qkv, &b.attention.qkv);
+            unfuse(&mut w, &o, &b.attention.o);
+            unfuse(&mut w, &gate_up, &b.mlp.gate_up);
+            unfuse(&mut w, &down, &b.mlp.down);
         }
         w.insert("model.norm.weight", host1(self.norm.weight.val()));
-        match &self.lm_head {
-            Some(head) => w.insert("lm_head.weight", host(head.val()).transposed()),
-            None if !config.tie_word_embeddings => {
-                w.insert("lm_head.weight", host(self.embed.val()));
-            }
-            None => {}
+        if let Some(head) = &self.lm_head {
+            w.insert("lm_head.weight", host2(head.val()).transposed());
         }
         w
     }
@@ -316,7 +317,19 @@ impl Decoder {
     pub fn logits(&self, hidden: Tensor<3>) -> Tensor<3> {
         match &self.lm_head {
             Some(head) => linear(hidden, head.val(), None),
-            None => linear(hidden, self.embed.val().transpose(), None),
+            None => {
+                // Tied: `embed @ hidden^T`, transposing the small result rather than the
+                // [vocab, hidden] matrix (a strided 49152×576 operand made flex's
+                // batch-1 matmul 30× slower).
+                let [batch, len, width] = hidden.dims();
+                let flat = hidden.reshape([batch * len, width]);
+                let vocab = self.embed.dims()[0];
+                self.embed
+                    .val()
+                    .matmul(flat.transpose())
+                    .transpose()
+                    .reshape([batch, len, vocab])
+            }
         }
     }
 
@@ -353,53 +366,72 @@ impl Attention {
         layer: usize,
     ) -> Tensor<3> {
         let [batch, len, _] = x.dims();
-        let split = |t: Tensor<3>, heads: usize| {
-            t.reshape([batch, len, heads, self.head_dim])
-                .swap_dims(1, 2)
+        let hd = self.head_dim;
+        let (q_width, kv_width) = (self.heads * hd, self.kv_heads * hd);
+        let qkv = self.qkv.forward(x);
+        let split = |start: usize, heads: usize| {
+            let t = qkv.clone().narrow(2, start, heads * hd);
+            if len == 1 {
+                // [batch, 1, heads * d] is [batch, heads, 1, d] in memory: no copy.
+                t.reshape([batch, heads, 1, hd])
+            } else {
+                t.reshape([batch, len, heads, hd]).swap_dims(1, 2)
+            }
         };
-        let q = rope.apply(split(self.q.forward(x.clone()), self.heads), cos, sin);
-        let k = rope.apply(split(self.k.forward(x.clone()), self.kv_heads), cos, sin);
-        let v = split(self.v.forward(x), self.kv_heads);
+        let q = rope.apply(split(0, self.heads), cos, sin);
+        let k = rope.apply(split(q_width, self.kv_heads), cos, sin);
+        let v = split(q_width + kv_width, self.kv_heads);
         let (k, v) = match cache {
             Some(cache) => cache.append(layer, k, v),
             None => (k, v),
         };
         let keys = k.dims()[2];
         let group = self.heads / self.kv_heads;
-        let repeat = |t: Tensor<4>| {
-            if group == 1 {
-                t
-            } else {
-                t.unsqueeze_dim::<5>(2)
-                    .expand([batch, self.kv_heads, group, keys, self.head_dim])
-                    .reshape([batch, self.heads, keys, self.head_dim])
+        let options = |is_causal| AttentionModuleOptions {
+            scale: None,
+            softcap: None,
+            is_causal,
+        };
+        let out = match mask {
+            // With an explicit mask, the query heads sharing a key/value head are stacked
+            // as extra query rows, so keys and values are never copied per head.
+            Some(mask) => {
+                let q = q.reshape([batch, self.kv_heads, group * len, hd]);
+                let mask = mask
+                    .unsqueeze_dim::<5>(2)
+                    .expand([batch, self.kv_heads, group, len, keys])
+                    .reshape([batch, self.kv_heads, group * len, keys]);
+                attention(q, k, v, Some(mask), None, options(false))
+                    .reshape([batch, self.heads, len, hd])
+            }
+            // The plain causal pass (scoring, training): keys and values repeated per head.
+            None => {
+                let repeat = |t: Tensor<4>| {
+                    if group == 1 {
+                        t
+                    } else {
+                        t.unsqueeze_dim::<5>(2)
+                            .expand([batch, self.kv_heads, group, keys, hd])
+                            .reshape([batch, self.heads, keys, hd])
+                    }
+                };
+                attention(q, repeat(k), repeat(v), None, None, options(true))
             }
         };
-        let (k, v) = (repeat(k), repeat(v));
-        let is_causal = mask.is_none();
-        let mask = mask.map(|m| m.expand([batch, self.heads, len, keys]));
-        let out = attention(
-            q,
-            k,
-            v,
-            mask,
-            None,
-            AttentionModuleOptions {
-                scale: None,
-                softcap: None,
-                is_causal,
-            },
-        );
-        let out = out
-            .swap_dims(1, 2)
-            .reshape([batch, len, self.heads * self.head_dim]);
+        let out = if len == 1 {
+            out.reshape([batch, 1, q_width])
+        } else {
+            out.swap_dims(1, 2).reshape([batch, len, q_width])
+        };
         self.o.forward(out)
     }
 }
 
 impl Mlp {
     fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let gated = silu(self.gate.forward(x.clone())) * self.up.forward(x);
-        self.down.forward(gated)
+        let both = self.gate_up.forward(x);
+        let gate = both.clone().narrow(2, 0, self.intermediate);
+        let up = both.narrow(2, self.intermediate, self.intermediate);
+        self.down.forward(silu(gate) * up)
     }
 }
