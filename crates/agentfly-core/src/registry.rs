@@ -109,6 +109,30 @@ pub fn check() -> Result<(), RegistryError> {
     Ok(())
 }
 
+/// The items of `all` named in `names`, in that order and without repeats; an unknown
+/// name becomes `unknown(name, known names)`.
+pub(crate) fn select<T: 'static, S: AsRef<str>>(
+    all: &[&'static T],
+    names: &[S],
+    name_of: impl Fn(&T) -> &'static str,
+    unknown: impl Fn(String, Vec<String>) -> RegistryError,
+) -> Result<Vec<&'static T>, RegistryError> {
+    let mut chosen: Vec<&'static T> = Vec::with_capacity(names.len());
+    for name in names {
+        let name = name.as_ref();
+        let item = all.iter().find(|t| name_of(t) == name).ok_or_else(|| {
+            unknown(
+                name.to_string(),
+                all.iter().map(|t| name_of(t).to_string()).collect(),
+            )
+        })?;
+        if !chosen.iter().any(|c| name_of(c) == name) {
+            chosen.push(*item);
+        }
+    }
+    Ok(chosen)
+}
+
 fn collect<T>(
     items: impl Iterator<Item = &'static T>,
     key: impl Fn(&T) -> (&'static str, Origin),

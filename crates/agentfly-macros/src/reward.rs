@@ -1,32 +1,15 @@
 //! `#[reward]`: a scoring function whose parameters are filled by name, registered as a
 //! `RewardSpec`.
 
-use crate::options::{self, Kind, Options};
+use crate::options::Options;
 use crate::paths;
-use crate::signature::{self, Function, ParamKind};
-use crate::tool::{combine, return_span, with_error};
+use crate::pipeline::{combine, return_span};
+use crate::signature::{Function, ParamKind};
 use proc_macro2::TokenStream;
-use quote::{ToTokens, quote, quote_spanned};
+use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
-pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let options = options::parse(Kind::Reward, attr);
-    let function = signature::parse(Kind::Reward, item.clone());
-    match (options, function) {
-        (Ok(options), Ok(function)) => match validate(&options, &function) {
-            Ok(()) => generate(&options, &function),
-            Err(e) => with_error(function.item.into_token_stream(), e),
-        },
-        (Err(mut e), Err(e2)) => {
-            e.combine(e2);
-            with_error(item, e)
-        }
-        (Err(e), Ok(function)) => with_error(function.item.into_token_stream(), e),
-        (Ok(_), Err(e)) => with_error(item, e),
-    }
-}
-
-fn validate(options: &Options, function: &Function) -> syn::Result<()> {
+pub fn validate(options: &Options, function: &Function) -> syn::Result<()> {
     let mut errors = Vec::new();
     let env_params: Vec<_> = function
         .params
@@ -68,7 +51,7 @@ fn validate(options: &Options, function: &Function) -> syn::Result<()> {
     combine(errors)
 }
 
-fn generate(options: &Options, function: &Function) -> TokenStream {
+pub fn generate(options: &Options, function: &Function) -> TokenStream {
     let core = paths::core_crate(options.krate.as_ref());
     let (private, _) = paths::private(&core);
     let item = &function.item;

@@ -1,37 +1,15 @@
 //! `#[tool]`: the argument struct, the schema function, the invoke function and the
 //! `inventory` registration of a `ToolSpec`.
 
-use crate::options::{self, Kind, Options};
+use crate::options::Options;
 use crate::paths;
-use crate::signature::{self, Function, ParamKind};
+use crate::pipeline::{combine, return_span};
+use crate::signature::{Function, ParamKind};
 use proc_macro2::TokenStream;
-use quote::{ToTokens, format_ident, quote, quote_spanned};
+use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
-pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let options = options::parse(Kind::Tool, attr);
-    let function = signature::parse(Kind::Tool, item.clone());
-    match (options, function) {
-        (Ok(options), Ok(function)) => match validate(&options, &function) {
-            Ok(()) => generate(&options, &function),
-            Err(e) => with_error(function.item.into_token_stream(), e),
-        },
-        (Err(mut e), Err(e2)) => {
-            e.combine(e2);
-            with_error(item, e)
-        }
-        (Err(e), Ok(function)) => with_error(function.item.into_token_stream(), e),
-        (Ok(_), Err(e)) => with_error(item, e),
-    }
-}
-
-/// The original item next to the errors, so the rest of the crate still sees the function.
-pub fn with_error(item: TokenStream, error: syn::Error) -> TokenStream {
-    let error = error.into_compile_error();
-    quote!(#item #error)
-}
-
-fn validate(options: &Options, function: &Function) -> syn::Result<()> {
+pub fn validate(options: &Options, function: &Function) -> syn::Result<()> {
     let mut errors: Vec<syn::Error> = Vec::new();
     let sig = &function.item.sig;
     if function.description.is_none() {
@@ -83,20 +61,7 @@ fn validate(options: &Options, function: &Function) -> syn::Result<()> {
     combine(errors)
 }
 
-pub fn combine(errors: Vec<syn::Error>) -> syn::Result<()> {
-    let mut iter = errors.into_iter();
-    match iter.next() {
-        None => Ok(()),
-        Some(mut first) => {
-            for e in iter {
-                first.combine(e);
-            }
-            Err(first)
-        }
-    }
-}
-
-fn generate(options: &Options, function: &Function) -> TokenStream {
+pub fn generate(options: &Options, function: &Function) -> TokenStream {
     let core = paths::core_crate(options.krate.as_ref());
     let (private, private_str) = paths::private(&core);
     let serde_crate = format!("{private_str}::serde");
@@ -231,14 +196,6 @@ fn generate(options: &Options, function: &Function) -> TokenStream {
                 }
             }
         };
-    }
-}
-
-/// The span of the return type (of the name, when there is none).
-pub fn return_span(sig: &syn::Signature) -> proc_macro2::Span {
-    match &sig.output {
-        syn::ReturnType::Type(_, ty) => ty.span(),
-        syn::ReturnType::Default => sig.ident.span(),
     }
 }
 

@@ -27,17 +27,12 @@ impl Rewards {
     /// The rewards named, in order; an unknown name fails with the list of known ones.
     pub fn from_names<S: AsRef<str>>(names: &[S]) -> Result<Self, RegistryError> {
         let all = registry::rewards()?;
-        let mut chosen = Vec::new();
-        for name in names {
-            let name = name.as_ref();
-            let spec = all.iter().find(|r| r.name == name).ok_or_else(|| {
-                RegistryError::UnknownReward {
-                    name: name.to_string(),
-                    known: all.iter().map(|r| r.name.to_string()).collect(),
-                }
-            })?;
-            chosen.push(*spec);
-        }
+        let chosen = registry::select(
+            &all,
+            names,
+            |r| r.name,
+            |name, known| RegistryError::UnknownReward { name, known },
+        )?;
         Ok(Self::with(chosen))
     }
 

@@ -29,20 +29,12 @@ impl Toolbox {
     /// ones.
     pub fn from_names<S: AsRef<str>>(names: &[S]) -> Result<Self, RegistryError> {
         let all = registry::tools()?;
-        let mut tools = Vec::with_capacity(names.len());
-        for name in names {
-            let name = name.as_ref();
-            let spec =
-                all.iter()
-                    .find(|t| t.name == name)
-                    .ok_or_else(|| RegistryError::UnknownTool {
-                        name: name.to_string(),
-                        known: all.iter().map(|t| t.name.to_string()).collect(),
-                    })?;
-            if !tools.iter().any(|t: &&ToolSpec| t.name == name) {
-                tools.push(*spec);
-            }
-        }
+        let tools = registry::select(
+            &all,
+            names,
+            |t| t.name,
+            |name, known| RegistryError::UnknownTool { name, known },
+        )?;
         Ok(Self::with_tools(tools))
     }
 

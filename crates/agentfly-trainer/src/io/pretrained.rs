@@ -81,12 +81,7 @@ impl Pretrained {
             None
         };
         Ok(Self {
-            rope: Rope::new(
-                config.head_dim(),
-                config.max_position_embeddings,
-                config.rope_theta(),
-                device,
-            ),
+            rope: Rope::for_config(&config, device),
             config,
             decoder,
             tokenizer,
@@ -107,12 +102,7 @@ impl Pretrained {
         let tokenizer = Tokenizer::from_bpe(&vocab)?;
         let tokenizer_config = gguf::tokenizer_config(&file, &vocab);
         Ok(Self {
-            rope: Rope::new(
-                config.head_dim(),
-                config.max_position_embeddings,
-                config.rope_theta(),
-                device,
-            ),
+            rope: Rope::for_config(&config, device),
             config,
             decoder,
             tokenizer: Some(tokenizer),

@@ -40,6 +40,16 @@ impl Rope {
         }
     }
 
+    /// Tables for a model: its head width, `max_position_embeddings` and rotary base.
+    pub fn for_config(config: &super::ModelConfig, device: &Device) -> Self {
+        Self::new(
+            config.head_dim(),
+            config.max_position_embeddings,
+            config.rope_theta(),
+            device,
+        )
+    }
+
     /// The largest position + 1 the tables cover.
     pub fn max_positions(&self) -> usize {
         self.cos.dims()[0]
