@@ -5,7 +5,6 @@ mod common;
 
 use agentfly_trainer::Pretrained;
 use agentfly_trainer::io::{HostTensor, Weights, read_safetensors_file, write_safetensors};
-use burn::tensor::{Int, Tensor, TensorData};
 use safetensors::{Dtype, tensor::TensorView};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,13 +17,7 @@ fn temp_dir(name: &str) -> PathBuf {
 
 fn logits(model: &Pretrained) -> Vec<f32> {
     let ids: Vec<i64> = (0..10).map(|i| (i * 53 + 7) % 512).collect();
-    let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [1, 10]), &common::device());
-    model
-        .decoder
-        .forward(ids, &model.rope)
-        .into_data()
-        .try_to_vec()
-        .unwrap()
+    common::logits(model, ids, [1, 10])
 }
 
 fn saved_tiny(name: &str) -> (Pretrained, PathBuf, Weights) {

@@ -5,21 +5,10 @@ mod common;
 
 use agentfly_trainer::Pretrained;
 use agentfly_trainer::generate::{FinishReason, SamplingParams, generate};
-use burn::tensor::{Int, Tensor, TensorData};
 use serde_json::Value;
 
 fn load() -> Pretrained {
     Pretrained::load(common::fixtures().join("tiny-qwen2"), &common::device()).unwrap()
-}
-
-fn logits_of(model: &Pretrained, ids: Vec<i64>, shape: [usize; 2]) -> Vec<f32> {
-    let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, shape), &common::device());
-    model
-        .decoder
-        .forward(ids, &model.rope)
-        .into_data()
-        .try_to_vec()
-        .unwrap()
 }
 
 #[test]
@@ -28,7 +17,7 @@ fn logits_match_transformers_within_1e_4() {
     let (id_shape, ids, logit_shape, expected) =
         common::reference(common::fixtures().join("tiny-qwen2/reference.safetensors"));
     assert_eq!(logit_shape, [2, 16, 512]);
-    let got = logits_of(&model, ids, [id_shape[0], id_shape[1]]);
+    let got = common::logits(&model, ids, [id_shape[0], id_shape[1]]);
     let diff = common::max_abs_diff(&got, &expected);
     assert!(diff < 1e-4, "max |Δlogit| = {diff}");
 }
@@ -143,8 +132,8 @@ fn save_then_load_round_trips_exactly() {
     assert_eq!(again.config.hidden_size, 64);
     let ids: Vec<i64> = (0..12).map(|i| (i * 37) % 512).collect();
     assert_eq!(
-        logits_of(&model, ids.clone(), [1, 12]),
-        logits_of(&again, ids, [1, 12])
+        common::logits(&model, ids.clone(), [1, 12]),
+        common::logits(&again, ids, [1, 12])
     );
     let config: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();

@@ -64,6 +64,18 @@ pub fn reference(path: PathBuf) -> (Vec<usize>, Vec<i64>, Vec<usize>, Vec<f32>) 
     )
 }
 
+/// Logits of one plain forward pass over `ids` shaped `shape`.
+pub fn logits(model: &agentfly_trainer::Pretrained, ids: Vec<i64>, shape: [usize; 2]) -> Vec<f32> {
+    use burn::tensor::{Int, Tensor, TensorData};
+    let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, shape), &device());
+    model
+        .decoder
+        .forward(ids, &model.rope)
+        .into_data()
+        .try_to_vec()
+        .unwrap()
+}
+
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
     a.iter()
