@@ -93,19 +93,6 @@ impl Weights {
         Ok(tensor)
     }
 
-    /// Like [`take`](Self::take), but `None` when absent.
-    pub fn take_opt(
-        &mut self,
-        name: &str,
-        expected: &[usize],
-    ) -> Result<Option<HostTensor>, ModelError> {
-        if self.contains(name) {
-            self.take(name, expected).map(Some)
-        } else {
-            Ok(None)
-        }
-    }
-
     /// Iterates the tensors (unordered).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &HostTensor)> {
         self.tensors.iter().map(|(k, v)| (k.as_str(), v))
