@@ -81,7 +81,7 @@ fn main() {
                 ignore_eos: true,
                 ..SamplingParams::greedy(n)
             };
-            generate(&model, &prompts, &params, None);
+            generate(&model, &prompts, &params, None).expect("prompts fit the context");
         };
         run(2);
         let t1 = best_of(runs, || run(1));

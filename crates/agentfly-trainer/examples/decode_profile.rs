@@ -46,7 +46,8 @@ fn main() {
             ..agentfly_trainer::generate::SamplingParams::greedy(64)
         };
         let start = Instant::now();
-        agentfly_trainer::generate::generate(&model, &prompts, &params, None);
+        agentfly_trainer::generate::generate(&model, &prompts, &params, None)
+            .expect("prompts fit the context");
         println!(
             "generate {batch}x64: {:.2} s",
             start.elapsed().as_secs_f64()

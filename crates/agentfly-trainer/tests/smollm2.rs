@@ -109,7 +109,7 @@ fn smollm2_greedy_ids_match_transformers_batched() {
         ignore_eos: true,
         ..SamplingParams::greedy(expected[0].len())
     };
-    let out = generate(model(), &prompts, &params, None);
+    let out = generate(model(), &prompts, &params, None).unwrap();
     for (i, (o, e)) in out.iter().zip(&expected).enumerate() {
         assert_eq!(&o.new_ids, e, "case {i}");
         let text = model()
@@ -131,7 +131,8 @@ fn smollm2_stops_at_im_end_and_at_stop_strings() {
         std::slice::from_ref(&prompt),
         &SamplingParams::greedy(32),
         None,
-    );
+    )
+    .unwrap();
     // "12 times 7 is 72.<|im_end|>": the model's EOS ends it.
     assert_eq!(
         tokenizer.decode(&out[0].new_ids, false).unwrap(),
@@ -141,7 +142,7 @@ fn smollm2_stops_at_im_end_and_at_stop_strings() {
         stop_strings: vec![" is".into()],
         ..SamplingParams::greedy(32)
     };
-    let out = generate(model(), &[prompt], &params, Some(tokenizer));
+    let out = generate(model(), &[prompt], &params, Some(tokenizer)).unwrap();
     assert_eq!(
         tokenizer.decode(&out[0].new_ids, false).unwrap(),
         "12 times 7 is"

@@ -4,7 +4,7 @@
 mod common;
 
 use agentfly_trainer::Pretrained;
-use agentfly_trainer::generate::{FinishReason, SamplingParams, generate};
+use agentfly_trainer::generate::{FinishReason, GenerateError, SamplingParams, generate};
 use serde_json::Value;
 
 fn load() -> Pretrained {
@@ -46,7 +46,7 @@ fn greedy_ids_match_transformers() {
         ignore_eos: true,
         ..SamplingParams::greedy(expected.len())
     };
-    let out = generate(&model, &[prompt], &params, None);
+    let out = generate(&model, &[prompt], &params, None).unwrap();
     assert_eq!(out[0].new_ids, expected);
     assert_eq!(out[0].finish_reason, FinishReason::Length);
     assert!(
@@ -72,9 +72,10 @@ fn batched_generation_with_padding_equals_one_at_a_time() {
         &[short.clone(), prompt.clone(), other.clone()],
         &params,
         None,
-    );
+    )
+    .unwrap();
     for (i, p) in [short, prompt, other].into_iter().enumerate() {
-        let alone = generate(&model, &[p], &params, None);
+        let alone = generate(&model, &[p], &params, None).unwrap();
         assert_eq!(batched[i].new_ids, alone[0].new_ids, "sequence {i}");
         for (a, b) in batched[i].logprobs.iter().zip(&alone[0].logprobs) {
             assert!((a - b).abs() < 1e-4, "sequence {i}: {a} vs {b}");
@@ -93,11 +94,11 @@ fn stop_ids_end_a_sequence_and_max_new_tokens_bounds_it() {
         ignore_eos: true,
         ..SamplingParams::greedy(20)
     };
-    let out = generate(&model, std::slice::from_ref(&prompt), &params, None);
+    let out = generate(&model, std::slice::from_ref(&prompt), &params, None).unwrap();
     let first_stop = expected.iter().position(|&t| t == expected[3]).unwrap();
     assert_eq!(out[0].new_ids, expected[..=first_stop]);
     assert_eq!(out[0].finish_reason, FinishReason::Stop);
-    let out = generate(&model, &[prompt], &SamplingParams::greedy(3), None);
+    let out = generate(&model, &[prompt], &SamplingParams::greedy(3), None).unwrap();
     assert_eq!(out[0].new_ids.len(), 3);
     assert_eq!(out[0].finish_reason, FinishReason::Length);
 }
@@ -114,13 +115,87 @@ fn seeded_sampling_is_reproducible() {
         ignore_eos: true,
         ..SamplingParams::greedy(16)
     };
-    let a = generate(&model, &[prompt.clone(), prompt.clone()], &params, None);
-    let b = generate(&model, &[prompt.clone(), prompt], &params, None);
+    let a = generate(&model, &[prompt.clone(), prompt.clone()], &params, None).unwrap();
+    let b = generate(&model, &[prompt.clone(), prompt], &params, None).unwrap();
     assert_eq!(a, b);
     assert_ne!(
         a[0].new_ids, a[1].new_ids,
         "two sequences draw from different streams"
     );
+}
+
+#[test]
+fn identical_prompts_share_one_prefill_and_match_separate_ones() {
+    let model = load();
+    let (prompt, _) = greedy_fixture();
+    let other: Vec<u32> = vec![5, 77, 300, 2, 9];
+    let params = SamplingParams {
+        temperature: 1.0,
+        seed: 11,
+        ignore_eos: true,
+        ..SamplingParams::greedy(10)
+    };
+    // Rows 0 and 2 share a prompt and are prefilled once; each still samples its own stream.
+    let shared = generate(
+        &model,
+        &[prompt.clone(), other.clone(), prompt.clone()],
+        &params,
+        None,
+    )
+    .unwrap();
+    let greedy = SamplingParams {
+        ignore_eos: true,
+        ..SamplingParams::greedy(10)
+    };
+    let a = generate(&model, &[prompt.clone(), prompt.clone()], &greedy, None).unwrap();
+    let b = generate(&model, &[prompt.clone()], &greedy, None).unwrap();
+    assert_eq!(a[0], b[0]);
+    assert_eq!(a[1], b[0]);
+    assert_ne!(
+        shared[0].new_ids, shared[2].new_ids,
+        "different seeds per row"
+    );
+    assert_eq!(shared[0].new_ids.len(), 10);
+}
+
+#[test]
+fn context_length_bounds_generation_and_longer_prompts_are_errors() {
+    let model = load();
+    let context = model.config.max_position_embeddings;
+    let params = SamplingParams {
+        ignore_eos: true,
+        ..SamplingParams::greedy(50)
+    };
+    let near_full: Vec<u32> = (0..context as u32 - 4).map(|i| (i * 7) % 500).collect();
+    let out = generate(&model, &[near_full, vec![3, 4, 5]], &params, None).unwrap();
+    assert_eq!(out[0].new_ids.len(), 4, "only 4 positions left");
+    assert_eq!(out[0].finish_reason, FinishReason::Length);
+    assert_eq!(out[1].new_ids.len(), 50);
+
+    let full: Vec<u32> = vec![9; context];
+    let out = generate(&model, &[full], &params, None).unwrap();
+    assert!(out[0].new_ids.is_empty());
+    assert_eq!(out[0].finish_reason, FinishReason::Length);
+
+    let too_long: Vec<u32> = vec![9; context + 1];
+    let err = generate(&model, &[vec![1], too_long], &params, None).unwrap_err();
+    assert_eq!(
+        err,
+        GenerateError::PromptTooLong {
+            index: 1,
+            len: context + 1,
+            max: context
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "prompt 1 has {} tokens, more than the model's context of {context}",
+            context + 1
+        )
+    );
+    let err = generate(&model, &[vec![]], &params, None).unwrap_err();
+    assert_eq!(err, GenerateError::EmptyPrompt { index: 0 });
 }
 
 #[test]

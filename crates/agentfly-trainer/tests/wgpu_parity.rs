@@ -35,7 +35,7 @@ fn tiny_qwen2_on_wgpu_matches_transformers_and_the_cpu() {
         ignore_eos: true,
         ..SamplingParams::greedy(12)
     };
-    let on_gpu = generate(&gpu, std::slice::from_ref(&prompt), &params, None);
-    let on_cpu = generate(&cpu, &[prompt], &params, None);
+    let on_gpu = generate(&gpu, std::slice::from_ref(&prompt), &params, None).unwrap();
+    let on_cpu = generate(&cpu, &[prompt], &params, None).unwrap();
     assert_eq!(on_gpu[0].new_ids, on_cpu[0].new_ids);
 }

@@ -100,7 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         std::slice::from_ref(&prompt_ids),
         &params,
         Some(tokenizer),
-    )
+    )?
     .pop()
     .expect("one prompt, one output");
     // The text without the stop token that ended it.

@@ -1,6 +1,7 @@
 //! Batched generation: prompts of different lengths are left-padded into one batch and
 //! prefilled together; then every step decodes one token per unfinished sequence with the
-//! KV cache. Finished sequences leave the batch, so the rest run at full speed.
+//! KV cache. Finished sequences leave the batch, so the rest run at full speed. Identical
+//! prompts (the n chains of one sample) are prefilled once and their cache rows copied.
 
 use super::{Sampler, SamplingParams};
 use crate::Pretrained;
@@ -46,14 +47,50 @@ fn bool_tensor<const D: usize>(
     Tensor::from_data(TensorData::new(values, shape), device)
 }
 
+/// A batch that cannot be generated from.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GenerateError {
+    /// A prompt has no tokens.
+    #[error("prompt {index} is empty")]
+    EmptyPrompt {
+        /// Its index in the batch.
+        index: usize,
+    },
+    /// A prompt is longer than the model's context (`max_position_embeddings`).
+    #[error("prompt {index} has {len} tokens, more than the model's context of {max}")]
+    PromptTooLong {
+        /// Its index in the batch.
+        index: usize,
+        /// Its length.
+        len: usize,
+        /// The model's context length.
+        max: usize,
+    },
+}
+
 /// Generates a continuation of every prompt. `tokenizer` is needed only for
-/// `stop_strings`.
+/// `stop_strings`. A sequence stops with [`FinishReason::Length`] at `max_new_tokens` or
+/// when it fills the model's context, whichever comes first.
 pub fn generate(
     model: &Pretrained,
     prompts: &[Vec<u32>],
     params: &SamplingParams,
     tokenizer: Option<&Tokenizer>,
-) -> Vec<Generation> {
+) -> Result<Vec<Generation>, GenerateError> {
+    let context = model.config.max_position_embeddings;
+    for (index, prompt) in prompts.iter().enumerate() {
+        if prompt.is_empty() {
+            return Err(GenerateError::EmptyPrompt { index });
+        }
+        if prompt.len() > context {
+            return Err(GenerateError::PromptTooLong {
+                index,
+                len: prompt.len(),
+                max: context,
+            });
+        }
+    }
     let device = model.decoder.embed.val().device();
     let batch = prompts.len();
     let mut outputs: Vec<Generation> = (0..batch)
@@ -63,8 +100,13 @@ pub fn generate(
             finish_reason: FinishReason::Length,
         })
         .collect();
-    if batch == 0 || params.max_new_tokens == 0 {
-        return outputs;
+    // How many tokens each sequence may add: all positions must fit in the context.
+    let budget: Vec<usize> = prompts
+        .iter()
+        .map(|p| params.max_new_tokens.min(context - p.len()))
+        .collect();
+    if budget.iter().all(|&b| b == 0) {
+        return Ok(outputs);
     }
     let mut stop_ids = params.stop_ids.clone();
     if !params.ignore_eos {
@@ -72,13 +114,27 @@ pub fn generate(
     }
     let mut samplers: Vec<Sampler> = (0..batch).map(|i| Sampler::new(params, i as u64)).collect();
 
-    // Prefill: left-pad to the longest prompt.
-    let len = prompts.iter().map(Vec::len).max().unwrap_or(0).max(1);
+    // Prefill each distinct prompt once, left-padded to the longest.
+    let mut unique: Vec<&Vec<u32>> = Vec::new();
+    let mut row_of: Vec<i64> = Vec::with_capacity(batch);
+    for prompt in prompts {
+        let row = match unique.iter().position(|u| *u == prompt) {
+            Some(row) => row,
+            None => {
+                unique.push(prompt);
+                unique.len() - 1
+            }
+        };
+        row_of.push(row as i64);
+    }
+    let len = prompts.iter().map(Vec::len).max().unwrap_or(1);
     let pads: Vec<usize> = prompts.iter().map(|p| len - p.len()).collect();
-    let mut ids = Vec::with_capacity(batch * len);
-    let mut positions = Vec::with_capacity(batch * len);
-    let mut mask = Vec::with_capacity(batch * len * len);
-    for (prompt, &pad) in prompts.iter().zip(&pads) {
+    let rows = unique.len();
+    let mut ids = Vec::with_capacity(rows * len);
+    let mut positions = Vec::with_capacity(rows * len);
+    let mut mask = Vec::with_capacity(rows * len * len);
+    for prompt in &unique {
+        let pad = len - prompt.len();
         ids.extend(std::iter::repeat_n(0, pad).chain(prompt.iter().map(|&t| t as i64)));
         positions.extend((0..len).map(|i| i.saturating_sub(pad) as i64));
         for q in 0..len {
@@ -89,14 +145,19 @@ pub fn generate(
     let mut cache = KvCache::new(model.config.num_hidden_layers);
     let hidden = model.decoder.hidden(
         ForwardInput {
-            ids: int_tensor(ids, [batch, len], &device),
-            positions: int_tensor(positions, [batch, len], &device),
-            mask: Some(bool_tensor(mask, [batch, 1, len, len], &device)),
+            ids: int_tensor(ids, [rows, len], &device),
+            positions: int_tensor(positions, [rows, len], &device),
+            mask: Some(bool_tensor(mask, [rows, 1, len, len], &device)),
         },
         &model.rope,
         Some(&mut cache),
     );
     let mut logits = model.decoder.logits(hidden.narrow(1, len - 1, 1));
+    if rows < batch {
+        let rows = int_tensor(row_of, [batch], &device);
+        cache.select_rows(rows.clone());
+        logits = logits.select(0, rows);
+    }
 
     // `active[r]` is the original index of batch row r.
     let mut active: Vec<usize> = (0..batch).collect();
@@ -107,6 +168,9 @@ pub fn generate(
         let mut keep = Vec::with_capacity(active.len());
         let mut next_ids = Vec::with_capacity(active.len());
         for (row, &seq) in active.iter().enumerate() {
+            if budget[seq] == 0 {
+                continue; // its prompt already fills the context
+            }
             let (id, logprob) = samplers[seq].sample(&host[row * vocab..(row + 1) * vocab]);
             let out = &mut outputs[seq];
             out.new_ids.push(id);
@@ -114,7 +178,7 @@ pub fn generate(
             let stopped = stop_ids.contains(&id) || hits_stop_string(out, params, tokenizer);
             if stopped {
                 out.finish_reason = FinishReason::Stop;
-            } else if step + 1 < params.max_new_tokens {
+            } else if step + 1 < budget[seq] {
                 keep.push(row);
                 next_ids.push(id as i64);
             }
@@ -128,7 +192,7 @@ pub fn generate(
                 [keep.len()],
                 &device,
             );
-            cache.retain_rows(rows);
+            cache.select_rows(rows);
             active = keep.iter().map(|&r| active[r]).collect();
         }
         let rows = active.len();
@@ -155,7 +219,7 @@ pub fn generate(
         }
         logits = model.decoder.logits(hidden);
     }
-    outputs
+    Ok(outputs)
 }
 
 fn hits_stop_string(

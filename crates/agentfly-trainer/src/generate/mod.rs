@@ -5,5 +5,5 @@
 mod batch;
 mod sampling;
 
-pub use batch::{FinishReason, Generation, generate};
+pub use batch::{FinishReason, GenerateError, Generation, generate};
 pub use sampling::{Sampler, SamplingParams};

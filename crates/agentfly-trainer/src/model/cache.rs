@@ -45,8 +45,9 @@ impl KvCache {
         (k, v)
     }
 
-    /// Keeps only the batch rows in `rows` (sequences that finished are dropped).
-    pub fn retain_rows(&mut self, rows: burn::tensor::Tensor<1, burn::tensor::Int>) {
+    /// Keeps the batch rows in `rows`, in that order: a row left out is dropped (its
+    /// sequence finished), a row named twice is copied (prompts shared by several sequences).
+    pub fn select_rows(&mut self, rows: burn::tensor::Tensor<1, burn::tensor::Int>) {
         for (k, v) in self.layers.iter_mut().flatten() {
             *k = k.clone().select(0, rows.clone());
             *v = v.clone().select(0, rows.clone());
