@@ -55,6 +55,24 @@ pub struct Scratchpad {
     pub notes: Vec<String>,
 }
 
+/// A scratch pad is an [`Env`](agentfly_core::env::Env): chains lease one from a pool, and
+/// it is wiped before it is reused.
+impl agentfly_core::env::Env for Scratchpad {
+    type Config = ();
+
+    async fn create(_: &()) -> Result<Self, agentfly_core::env::EnvError> {
+        Ok(Self::default())
+    }
+
+    async fn reset(
+        &mut self,
+        _: Option<&agentfly_core::Sample>,
+    ) -> Result<(), agentfly_core::env::EnvError> {
+        self.notes.clear();
+        Ok(())
+    }
+}
+
 /// Writes a note to the scratch pad and returns every note so far.
 #[tool(env = Scratchpad)]
 pub async fn take_note(

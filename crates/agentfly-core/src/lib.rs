@@ -5,6 +5,7 @@
 //! | [`tool`] | [`ToolSpec`] (what `#[tool]` registers), [`Toolbox`], [`Observation`], [`CallContext`] |
 //! | [`reward`] | [`RewardSpec`] (what `#[reward]` registers), [`Rewards`], [`RewardOutput`] |
 //! | [`registry`] | how registered items are found, duplicate names, [`link!`] |
+//! | [`env`] | the [`Env`](env::Env) contract, bounded leasing pools |
 //! | [`chat`] | tokenizer and chat templates |
 //! | [`data`] | dataset samples |
 //! | [`rollout`] | trajectories (filled in by the rollout) |
@@ -97,6 +98,7 @@ extern crate self as agentfly_core;
 
 pub mod chat;
 pub mod data;
+pub mod env;
 pub mod registry;
 pub mod reward;
 pub mod rollout;

@@ -42,6 +42,20 @@ struct Ledger {
     balance: i64,
 }
 
+impl agentfly_core::env::Env for Ledger {
+    type Config = ();
+    async fn create(_: &()) -> Result<Self, agentfly_core::env::EnvError> {
+        Ok(Self::default())
+    }
+    async fn reset(
+        &mut self,
+        _: Option<&agentfly_core::Sample>,
+    ) -> Result<(), agentfly_core::env::EnvError> {
+        *self = Self::default();
+        Ok(())
+    }
+}
+
 /// Reads the environment the chain's tools changed.
 #[reward(env = Ledger)]
 fn balance_matches(env: &mut Ledger, target: i64) -> f32 {
@@ -174,7 +188,7 @@ fn a_reward_reads_the_chains_environment() {
     let sample = Sample::new("s", json!({"target": 10}));
     let mut ctx = CallContext::new();
     let err = score("balance_matches", "", &sample, &mut ctx).unwrap_err();
-    assert!(matches!(err, RewardError::MissingEnvironment(_)), "{err}");
+    assert!(matches!(err, RewardError::Environment(_)), "{err}");
     ctx.insert_env(Ledger { balance: 10 });
     assert_eq!(
         score("balance_matches", "", &sample, &mut ctx)

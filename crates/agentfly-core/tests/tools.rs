@@ -106,6 +106,20 @@ struct Counter {
     total: i64,
 }
 
+impl agentfly_core::env::Env for Counter {
+    type Config = ();
+    async fn create(_: &()) -> Result<Self, agentfly_core::env::EnvError> {
+        Ok(Self::default())
+    }
+    async fn reset(
+        &mut self,
+        _: Option<&agentfly_core::Sample>,
+    ) -> Result<(), agentfly_core::env::EnvError> {
+        *self = Self::default();
+        Ok(())
+    }
+}
+
 /// Adds to the chain's counter (async).
 #[tool(env = Counter)]
 async fn count(

@@ -71,7 +71,7 @@ pub fn generate(options: &Options, function: &Function) -> TokenStream {
         let text = ident.to_string();
         match (&param.kind, text.as_str()) {
             (ParamKind::EnvMut { ty }, _) => {
-                lets.push(quote!(let #ident: &mut #ty = __af_input.ctx.env_mut::<#ty>()?;));
+                lets.push(quote!(let #ident: &mut #ty = __af_input.ctx.env::<#ty>().await?;));
                 call_args.push(quote!(#ident));
             }
             (ParamKind::Value { .. }, "response") => {

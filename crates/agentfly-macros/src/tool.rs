@@ -103,21 +103,21 @@ pub fn generate(options: &Options, function: &Function) -> TokenStream {
     let body = match (function.is_async, env_ty) {
         (true, None) => quote!(let __af_out = #call.await;),
         (true, Some(env)) => quote! {
-            let __af_env: &mut #env = __af_ctx.env_mut::<#env>()?;
+            let __af_env: &mut #env = __af_ctx.env::<#env>().await?;
             let __af_out = #call.await;
         },
         (false, None) => quote! {
             let __af_out = #private::run_blocking(move || #call).await?;
         },
         (false, Some(env)) => quote! {
-            let mut __af_env_box = __af_ctx.take_env::<#env>()?;
-            let (__af_env_box, __af_out) = #private::run_blocking(move || {
-                let __af_env: &mut #env = &mut *__af_env_box;
+            let mut __af_handle = __af_ctx.take_env::<#env>().await?;
+            let (__af_handle, __af_out) = #private::run_blocking(move || {
+                let __af_env: &mut #env = __af_handle.get_mut();
                 let __af_out = #call;
-                (__af_env_box, __af_out)
+                (__af_handle, __af_out)
             })
             .await?;
-            __af_ctx.put_env_box::<#env>(__af_env_box);
+            __af_ctx.put_env::<#env>(__af_handle);
         },
     };
     // Spanned on the return type, so a type that cannot be an observation is pointed at.

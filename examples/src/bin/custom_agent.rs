@@ -3,8 +3,8 @@
 //!
 //! Run: `cargo run -p agentfly-examples --bin custom_agent`
 
+use agentfly_core::env::{EnvPools, PoolConfig};
 use agentfly_core::{CallContext, RewardInput, Rewards, Sample, Toolbox, Trajectory};
-use agentfly_examples::Scratchpad;
 
 // Name every tool crate once, or the linker drops it and its tools are missing.
 agentfly_core::link!(agentfly_tools, agentfly_examples);
@@ -16,9 +16,10 @@ async fn main() -> anyhow::Result<()> {
     println!("tools: {}", toolbox.names().join(", "));
     println!("{}", serde_json::to_string_pretty(&toolbox.schemas()[1])?);
 
-    // One chain's context: its tools share the environment instance attached to it.
-    let mut ctx = CallContext::new();
-    ctx.insert_env(Scratchpad::default());
+    // One chain's context: on first use it leases a Scratchpad from the run's pools, and
+    // all its tools share that instance until the chain ends.
+    let pools = EnvPools::new(PoolConfig::default());
+    let mut ctx = CallContext::with_pools(pools.clone());
     for (tool, args) in [
         (
             "convert_length",
@@ -48,5 +49,7 @@ async fn main() -> anyhow::Result<()> {
         )
         .await?;
     println!("reward: {} {:?}", output.reward, output.metrics);
+    drop(ctx); // the chain ends: its Scratchpad goes back to the pool
+    pools.close().await;
     Ok(())
 }

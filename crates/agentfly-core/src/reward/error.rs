@@ -1,6 +1,6 @@
 //! Why scoring failed.
 
-use crate::tool::MissingEnvironment;
+use crate::tool::{EnvUnavailable, MissingEnvironment};
 
 /// Scoring a trajectory failed. Each variant names the reward and, where it applies, the
 /// sample and the field.
@@ -34,9 +34,9 @@ pub enum RewardError {
         /// What serde said.
         message: String,
     },
-    /// The reward needs an environment the chain does not hold.
+    /// The reward needs an environment the chain neither holds nor can lease.
     #[error("reward: {0}")]
-    MissingEnvironment(#[from] MissingEnvironment),
+    Environment(#[from] EnvUnavailable),
     /// The reward returned `Err`.
     #[error("reward `{reward}` failed: {message}")]
     Failed {
@@ -77,4 +77,10 @@ pub enum RewardError {
         /// The names in the set.
         known: Vec<String>,
     },
+}
+
+impl From<MissingEnvironment> for RewardError {
+    fn from(e: MissingEnvironment) -> Self {
+        RewardError::Environment(e.into())
+    }
 }

@@ -1,83 +1,270 @@
 //! The state one chain's tool calls and reward share: its environment instances.
 
 use super::{ToolErrorKind, ToolFailure};
+use crate::Sample;
+use crate::env::{Env, EnvError, EnvPools, Lease, LeaseError};
 use std::any::{Any, TypeId, type_name};
 use std::collections::HashMap;
 use std::fmt;
 
-/// The per-chain state a call sees. Today it holds the environment instances that
-/// stateful tools (`#[tool(env = T)]`) and rewards (`#[reward(env = T)]`) borrow; a
-/// chain attaches the instances it leased, so its tools and its reward see the same state.
+/// The per-chain state a call sees: the environment instances that stateful tools
+/// (`#[tool(env = T)]`) and rewards (`#[reward(env = T)]`) work on.
+///
+/// A chain's context holds the run's [`EnvPools`] and its sample: the first call that
+/// needs an environment leases an instance, resets it with the sample, and keeps it until
+/// the context is dropped, so every tool of the chain and its reward see the same
+/// instance. An instance can also be attached directly with
+/// [`insert_env`](Self::insert_env) (tests, one-off calls).
 #[derive(Default)]
 pub struct CallContext {
-    envs: HashMap<TypeId, Box<dyn Any + Send>>,
+    envs: HashMap<TypeId, Box<dyn ErasedHandle>>,
+    pools: Option<EnvPools>,
+    sample: Option<Sample>,
+    touched: Vec<TypeId>,
+}
+
+/// A stateful tool or reward could not get its environment.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EnvUnavailable {
+    /// No instance is attached and the context has no pools to lease one from.
+    #[error(transparent)]
+    Missing(#[from] MissingEnvironment),
+    /// The pool gave none (timeout, creation failure).
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+    /// The leased instance could not be reset for this chain's sample.
+    #[error("could not reset the `{env}` instance for sample `{sample}`: {source}")]
+    Reset {
+        /// The environment type.
+        env: &'static str,
+        /// The sample's id.
+        sample: String,
+        /// Why.
+        source: EnvError,
+    },
 }
 
 /// A stateful tool or reward ran without an instance of its environment.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "needs an environment of type `{type_name}` but none is attached to this call; a chain \
-     attaches the instance it leased (for a direct call use `CallContext::insert_env`)"
+    "needs an environment of type `{type_name}` but none is attached to this call and there \
+     is no pool to lease one from (a chain leases from its run's pools; for a direct call use \
+     `CallContext::with_pools` or `CallContext::insert_env`)"
 )]
 pub struct MissingEnvironment {
     /// The Rust type that was asked for.
     pub type_name: &'static str,
 }
 
+impl From<EnvUnavailable> for ToolFailure {
+    fn from(e: EnvUnavailable) -> Self {
+        let kind = match e {
+            EnvUnavailable::Missing(_) => ToolErrorKind::MissingEnvironment,
+            _ => ToolErrorKind::EnvironmentUnavailable,
+        };
+        ToolFailure::new(kind, e.to_string())
+    }
+}
+
 impl From<MissingEnvironment> for ToolFailure {
     fn from(e: MissingEnvironment) -> Self {
-        ToolFailure::new(ToolErrorKind::MissingEnvironment, e.to_string())
+        EnvUnavailable::from(e).into()
+    }
+}
+
+/// The place an environment instance is kept: owned outright, or leased from a pool.
+trait EnvSlot<T>: Send {
+    fn get(&mut self) -> &mut T;
+    fn mark_broken(&mut self);
+}
+
+impl<T: Send> EnvSlot<T> for Box<T> {
+    fn get(&mut self) -> &mut T {
+        self
+    }
+    fn mark_broken(&mut self) {}
+}
+
+impl<T: Env> EnvSlot<T> for Lease<T> {
+    fn get(&mut self) -> &mut T {
+        self
+    }
+    fn mark_broken(&mut self) {
+        Lease::mark_broken(self);
+    }
+}
+
+/// An environment instance detached from its context for a call on another thread (see
+/// [`CallContext::take_env`]); dropping it returns a leased instance to its pool.
+pub struct EnvHandle<T: 'static> {
+    slot: Box<dyn EnvSlot<T>>,
+}
+
+impl<T: 'static> EnvHandle<T> {
+    /// The instance.
+    pub fn get_mut(&mut self) -> &mut T {
+        self.slot.get()
+    }
+
+    /// Marks a leased instance as not to be reused (no effect on an owned one).
+    pub fn mark_broken(&mut self) {
+        self.slot.mark_broken();
+    }
+}
+
+impl<T: 'static> fmt::Debug for EnvHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "EnvHandle<{}>", type_name::<T>())
+    }
+}
+
+trait ErasedHandle: Send {
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+    fn mark_broken(&mut self);
+}
+
+impl<T: 'static> ErasedHandle for EnvHandle<T> {
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+    fn mark_broken(&mut self) {
+        EnvHandle::mark_broken(self);
     }
 }
 
 impl CallContext {
-    /// An empty context.
+    /// An empty context: no pools, no sample, no instances.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Attaches an environment instance, replacing (and returning) one of the same type.
-    pub fn insert_env<T: Any + Send>(&mut self, env: T) -> Option<T> {
-        self.envs
-            .insert(TypeId::of::<T>(), Box::new(env))
-            .and_then(|old| old.downcast::<T>().ok().map(|b| *b))
+    /// A context that leases environments from `pools` on first use.
+    pub fn with_pools(pools: EnvPools) -> Self {
+        Self {
+            pools: Some(pools),
+            ..Self::default()
+        }
     }
 
-    /// Detaches and returns the instance of `T`, if any.
-    pub fn remove_env<T: Any + Send>(&mut self) -> Option<T> {
-        self.take_env::<T>().ok().map(|b| *b)
+    /// Sets the sample leased instances are reset with.
+    pub fn set_sample(&mut self, sample: Sample) {
+        self.sample = Some(sample);
+    }
+
+    /// The pools this context leases from.
+    pub fn pools(&self) -> Option<&EnvPools> {
+        self.pools.as_ref()
+    }
+
+    /// Attaches an instance owned by the context, replacing one of the same type.
+    pub fn insert_env<T: Any + Send>(&mut self, env: T) {
+        self.insert_handle(EnvHandle {
+            slot: Box::new(Box::new(env)),
+        });
+    }
+
+    /// Attaches an instance leased by the caller, replacing one of the same type.
+    pub fn insert_lease<T: Env>(&mut self, lease: Lease<T>) {
+        self.insert_handle(EnvHandle {
+            slot: Box::new(lease),
+        });
+    }
+
+    fn insert_handle<T: 'static>(&mut self, handle: EnvHandle<T>) {
+        self.envs.insert(TypeId::of::<T>(), Box::new(handle));
     }
 
     /// Is an instance of `T` attached?
-    pub fn has_env<T: Any + Send>(&self) -> bool {
+    pub fn has_env<T: Any>(&self) -> bool {
         self.envs.contains_key(&TypeId::of::<T>())
     }
 
-    /// The attached instance of `T`.
+    /// The attached instance of `T` (never leases; see [`env`](Self::env)).
     pub fn env_mut<T: Any + Send>(&mut self) -> Result<&mut T, MissingEnvironment> {
         self.envs
             .get_mut(&TypeId::of::<T>())
-            .and_then(|b| b.downcast_mut::<T>())
+            .and_then(|h| h.as_any_mut().downcast_mut::<EnvHandle<T>>())
+            .map(EnvHandle::get_mut)
             .ok_or(MissingEnvironment {
                 type_name: type_name::<T>(),
             })
     }
 
-    /// Detaches the instance of `T` for a call on another thread; give it back with
-    /// [`put_env_box`](Self::put_env_box). One that is never given back (the call timed
-    /// out or panicked) is gone, so a half-changed instance is never reused.
-    pub fn take_env<T: Any + Send>(&mut self) -> Result<Box<T>, MissingEnvironment> {
-        self.envs
+    /// The chain's instance of `T`, leased from the pools (and reset with the sample) on
+    /// first use.
+    pub async fn env<T: Env>(&mut self) -> Result<&mut T, EnvUnavailable> {
+        self.ensure::<T>().await?;
+        self.touched.push(TypeId::of::<T>());
+        Ok(self.env_mut::<T>()?)
+    }
+
+    /// Detaches the chain's instance of `T` (leasing it first if needed) for a call on
+    /// another thread; give it back with [`put_env`](Self::put_env). One that is never
+    /// given back (the call timed out) goes back to its pool when it is dropped.
+    pub async fn take_env<T: Env>(&mut self) -> Result<EnvHandle<T>, EnvUnavailable> {
+        self.ensure::<T>().await?;
+        self.touched.push(TypeId::of::<T>());
+        let handle = self
+            .envs
             .remove(&TypeId::of::<T>())
-            .and_then(|b| b.downcast::<T>().ok())
+            .and_then(|h| h.into_any().downcast::<EnvHandle<T>>().ok())
             .ok_or(MissingEnvironment {
                 type_name: type_name::<T>(),
-            })
+            })?;
+        Ok(*handle)
     }
 
     /// Re-attaches an instance detached by [`take_env`](Self::take_env).
-    pub fn put_env_box<T: Any + Send>(&mut self, env: Box<T>) {
-        self.envs.insert(TypeId::of::<T>(), env);
+    pub fn put_env<T: 'static>(&mut self, handle: EnvHandle<T>) {
+        self.insert_handle(handle);
+    }
+
+    async fn ensure<T: Env>(&mut self) -> Result<(), EnvUnavailable> {
+        if self.has_env::<T>() {
+            return Ok(());
+        }
+        let pools = self.pools.as_ref().ok_or(MissingEnvironment {
+            type_name: type_name::<T>(),
+        })?;
+        let mut lease = pools.get::<T>().lease().await?;
+        if let Some(sample) = &self.sample
+            && let Err(source) = lease.reset(Some(sample)).await
+        {
+            lease.mark_broken();
+            return Err(EnvUnavailable::Reset {
+                env: type_name::<T>(),
+                sample: sample.id.clone(),
+                source,
+            });
+        }
+        self.insert_lease(lease);
+        Ok(())
+    }
+
+    /// Forgets which environments the next call touches.
+    pub(crate) fn begin_call(&mut self) {
+        self.touched.clear();
+    }
+
+    /// After a call that panicked or was cut off: the instances it touched may be
+    /// half-changed, so they are detached, and leased ones are replaced in their pools.
+    /// The chain's next call leases a fresh instance.
+    pub(crate) fn discard_touched(&mut self) {
+        for id in std::mem::take(&mut self.touched) {
+            if let Some(mut handle) = self.envs.remove(&id) {
+                handle.mark_broken();
+            }
+        }
+    }
+
+    /// Detaches every instance; leased ones go back to their pools.
+    pub fn release_envs(&mut self) {
+        self.envs.clear();
     }
 }
 
@@ -85,6 +272,8 @@ impl fmt::Debug for CallContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CallContext")
             .field("envs", &self.envs.len())
+            .field("pools", &self.pools.is_some())
+            .field("sample", &self.sample.as_ref().map(|s| &s.id))
             .finish()
     }
 }

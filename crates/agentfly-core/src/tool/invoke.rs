@@ -20,6 +20,7 @@ pub(crate) async fn invoke(
         .options
         .timeout_ms
         .map_or(default_timeout, Duration::from_millis);
+    ctx.begin_call();
     let guarded = AssertUnwindSafe((spec.invoke)(ctx, args)).catch_unwind();
     let outcome = match tokio::time::timeout(timeout, guarded).await {
         Err(_elapsed) => Err(ToolFailure::new(
@@ -32,6 +33,14 @@ pub(crate) async fn invoke(
         Ok(Err(panic)) => Err(panicked(panic.as_ref())),
         Ok(Ok(result)) => result,
     };
+    if let Err(failure) = &outcome
+        && matches!(
+            failure.kind,
+            ToolErrorKind::TimedOut | ToolErrorKind::Panicked
+        )
+    {
+        ctx.discard_touched();
+    }
     // Only what the tool itself wrote is cut; the framework's own messages stay whole.
     let max = spec.options.max_output_chars.unwrap_or(usize::MAX);
     let mut observation = match outcome {

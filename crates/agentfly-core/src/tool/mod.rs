@@ -9,7 +9,7 @@ mod schema;
 mod spec;
 mod toolbox;
 
-pub use context::{CallContext, MissingEnvironment};
+pub use context::{CallContext, EnvHandle, EnvUnavailable, MissingEnvironment};
 pub(crate) use invoke::{panic_message, panicked};
 pub use observation::{Observation, ToolErrorKind, ToolFailure};
 pub use schema::parameters_schema;

@@ -40,6 +40,8 @@ pub enum ToolErrorKind {
     TimedOut,
     /// A stateful tool was called without an instance of its environment.
     MissingEnvironment,
+    /// The environment's pool gave no instance in time, or one could not be created.
+    EnvironmentUnavailable,
 }
 
 impl fmt::Display for ToolErrorKind {
@@ -52,6 +54,7 @@ impl fmt::Display for ToolErrorKind {
             ToolErrorKind::Panicked => "panicked",
             ToolErrorKind::TimedOut => "timed out",
             ToolErrorKind::MissingEnvironment => "missing environment",
+            ToolErrorKind::EnvironmentUnavailable => "environment unavailable",
         };
         f.write_str(text)
     }
