@@ -20,7 +20,11 @@ fn tools_lists_every_linked_tool_and_reward() {
     let out = agentfly(&["tools"]);
     assert!(out.status.success());
     let text = stdout(&out);
-    assert!(text.starts_with("2 tools:\n"), "{text}");
+    assert!(text.starts_with("3 tools:\n"), "{text}");
+    assert!(
+        text.contains("\n  code_interpreter  [env PythonSandbox, timeout 120000 ms]\n"),
+        "{text}"
+    );
     assert!(
         text.contains("\n  calculator  [output ≤ 2000 chars]\n"),
         "{text}"
@@ -53,6 +57,12 @@ fn tools_json_prints_the_schemas() {
                 "parameters": {"type": "object", "additionalProperties": false,
                     "properties": {"expression": {"type": "string", "description": "The expression to evaluate, e.g. \"(12 + 7) * 3\" or \"2^10 / 4\"."}},
                     "required": ["expression"]}}},
+            {"type": "function", "function": {
+                "name": "code_interpreter",
+                "description": "Runs Python code in a persistent sandboxed interpreter, like a notebook cell: variables, imports and files persist between calls. Shows what the code prints, the value of its last expression, and any exception with its traceback. No network access. A `notepad` object (todo list, facts, draft) is predefined.",
+                "parameters": {"type": "object", "additionalProperties": false,
+                    "properties": {"code": {"type": "string", "description": "The Python code to run."}},
+                    "required": ["code"]}}},
             {"type": "function", "function": {
                 "name": "submit_answer",
                 "description": "Submits your final answer and ends the task. Call it once, when you are sure.",
@@ -91,6 +101,31 @@ fn call_prints_the_observation() {
 }
 
 #[test]
+fn code_interpreter_runs_in_a_fresh_sandbox_per_call() {
+    let code = json!({"code": "import os\nx = 6 * 7\nprint(sorted(os.listdir('.')))\nx"});
+    let out = agentfly(&["call", "code_interpreter", &code.to_string(), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let obs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(obs, json!({"text": "[]\n42", "is_error": false}));
+    // Nothing survives the call: the next one starts from scratch.
+    let out = agentfly(&["call", "code_interpreter", r#"{"code": "x"}"#, "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let obs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(obs["is_error"], true);
+    assert!(
+        obs["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("NameError: name 'x' is not defined"),
+        "{obs}"
+    );
+}
+
+#[test]
 fn a_failed_call_prints_the_error_observation_and_exits_1() {
     let out = agentfly(&[
         "call",
@@ -118,7 +153,7 @@ fn a_failed_call_prints_the_error_observation_and_exits_1() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(
         err,
-        "Error: there is no tool named `calc`. Available tools: calculator, submit_answer.\n"
+        "Error: there is no tool named `calc`. Available tools: calculator, code_interpreter, submit_answer.\n"
     );
 }
 

@@ -1,10 +1,14 @@
-//! Ready environments for agentfly. Nothing lives here yet; what will:
+//! Ready environments for agentfly, each an [`Env`](agentfly_core::env::Env) leased per
+//! chain from its pool.
 //!
-//! - `PythonSandbox`: a persistent, resource-limited `python3` process per instance, the
-//!   state behind the `code_interpreter` tool;
-//! - a text household world and a web shop, for multi-step agent tasks;
-//! - a remote bridge (HTTP / stdio) for environments hosted in Python, such as ScienceWorld.
+//! - [`PythonSandbox`]: a persistent, resource-limited `python3` process per instance, the
+//!   state behind the `code_interpreter` tool (see [`python`] for what is enforced where).
 //!
-//! Each implements agentfly-core's environment contract and is leased from its pool.
+//! Planned: a text household world and a web shop for multi-step agent tasks, and a remote
+//! bridge (HTTP / stdio) for environments hosted in Python, such as ScienceWorld.
 
 #![warn(missing_docs)]
+
+pub mod python;
+
+pub use python::{CellOutput, PythonSandbox, SandboxConfig};

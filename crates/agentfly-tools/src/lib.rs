@@ -4,6 +4,7 @@
 //! |---|---|
 //! | [`calculator`](calculator::calculator) | exact arithmetic: `+ - * / ^`, parentheses, unary minus, decimals, big integers |
 //! | [`submit_answer`](submit::submit_answer) | terminal: the agent's final answer |
+//! | [`code_interpreter`](code::code_interpreter) | Python in a persistent sandbox (stateful: a [`PythonSandbox`](agentfly_envs::PythonSandbox) per chain) |
 //!
 //! | reward | what it scores |
 //! |---|---|
@@ -15,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod calculator;
+pub mod code;
 pub mod rewards;
 pub mod submit;
 

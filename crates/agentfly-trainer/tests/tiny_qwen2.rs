@@ -148,7 +148,7 @@ fn identical_prompts_share_one_prefill_and_match_separate_ones() {
         ..SamplingParams::greedy(10)
     };
     let a = generate(&model, &[prompt.clone(), prompt.clone()], &greedy, None).unwrap();
-    let b = generate(&model, &[prompt.clone()], &greedy, None).unwrap();
+    let b = generate(&model, std::slice::from_ref(&prompt), &greedy, None).unwrap();
     assert_eq!(a[0], b[0]);
     assert_eq!(a[1], b[0]);
     assert_ne!(

@@ -1,6 +1,8 @@
-//! `agentfly call TOOL ARGS_JSON`: one tool call, as a chain would make it.
+//! `agentfly call TOOL ARGS_JSON`: one tool call, as a chain would make it. A stateful tool
+//! gets a fresh instance of its environment, closed when the call ends.
 
-use agentfly_core::Toolbox;
+use agentfly_core::env::{EnvPools, PoolConfig};
+use agentfly_core::{CallContext, Toolbox};
 use serde_json::json;
 use std::process::ExitCode;
 
@@ -24,7 +26,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let observation = runtime.block_on(toolbox.call_json(&args.tool, &args.args));
+    let observation = runtime.block_on(async {
+        let pools = EnvPools::new(PoolConfig {
+            capacity: 1,
+            ..PoolConfig::default()
+        });
+        let mut ctx = CallContext::with_pools(pools.clone());
+        let observation = toolbox.call_json_in(&mut ctx, &args.tool, &args.args).await;
+        drop(ctx);
+        pools.close().await;
+        observation
+    });
     // A sync tool abandoned at its timeout may still be running: don't wait for it.
     runtime.shutdown_background();
     if args.json {

@@ -16,11 +16,11 @@ pub struct PoolConfig {
     /// The most instances that exist at once (leased, idle or being reset).
     pub capacity: usize,
     /// How long [`EnvPool::lease`] waits for a free instance before it fails.
-    #[serde(with = "duration_secs")]
+    #[serde(with = "super::duration_secs")]
     pub lease_timeout: Duration,
     /// The longest a returned instance's reset, health check or close may take; one that
     /// hangs is dropped (and so killed) and replaced.
-    #[serde(with = "duration_secs")]
+    #[serde(with = "super::duration_secs")]
     pub reset_timeout: Duration,
 }
 
@@ -31,20 +31,6 @@ impl Default for PoolConfig {
             lease_timeout: Duration::from_secs(60),
             reset_timeout: Duration::from_secs(30),
         }
-    }
-}
-
-mod duration_secs {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_f64(d.as_secs_f64())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let secs = f64::deserialize(d)?;
-        Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
     }
 }
 
@@ -129,6 +115,8 @@ struct State {
     replaced: u64,
     create_failures: u64,
     waits_ms: VecDeque<f64>,
+    /// Instances handed back and not yet reset or closed.
+    returning: usize,
     closed: bool,
 }
 
@@ -207,6 +195,7 @@ impl<T: Env> Inner<T> {
             // A close that hangs is abandoned: dropping the instance frees it.
             let _ = tokio::time::timeout(limit, slot.env.close()).await;
         }
+        self.state().returning -= 1;
         drop(permit);
     }
 }
@@ -356,15 +345,20 @@ impl<T: Env> EnvPool<T> {
         }
     }
 
-    /// Closes the idle instances and refuses new leases; instances still leased are closed
-    /// when they come back.
+    /// Refuses new leases, closes the idle instances and waits (up to the reset timeout)
+    /// for those being handed back to be closed too. Instances still leased are closed when
+    /// they come back.
     pub async fn close(&self) {
         self.inner.state().closed = true;
         self.inner.permits.close();
         let idle: Vec<Slot<T>> = std::mem::take(&mut *self.inner.idle());
         self.inner.state().live -= idle.len();
         for slot in idle {
-            slot.env.close().await;
+            let _ = tokio::time::timeout(self.inner.pool.reset_timeout, slot.env.close()).await;
+        }
+        let deadline = Instant::now() + self.inner.pool.reset_timeout;
+        while self.inner.state().returning > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(2)).await;
         }
     }
 }
@@ -433,7 +427,11 @@ impl<T: Env> Drop for Lease<T> {
             return;
         };
         let broken = self.broken || std::thread::panicking();
-        self.pool.state().leased -= 1;
+        {
+            let mut state = self.pool.state();
+            state.leased -= 1;
+            state.returning += 1;
+        }
         match &self.pool.runtime {
             Some(runtime) => {
                 runtime.spawn(self.pool.clone().give_back(slot, broken, permit));
@@ -443,6 +441,7 @@ impl<T: Env> Drop for Lease<T> {
                 let mut state = self.pool.state();
                 state.live -= 1;
                 state.replaced += 1;
+                state.returning -= 1;
                 drop(state);
                 drop(slot);
                 drop(permit);

@@ -1,0 +1,78 @@
+//! How sandboxes are made: interpreter, limits, isolation.
+
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The limits and isolation of a [`PythonSandbox`](super::PythonSandbox). Every field has
+/// a default; in TOML, durations are seconds.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// The interpreter; by default `/usr/bin/python3` when it exists, else `python3` on
+    /// `PATH`.
+    pub python: Option<PathBuf>,
+    /// Wall-clock limit of one call; past it the process group is killed and the
+    /// interpreter restarted (its variables are lost, its files kept).
+    #[serde(with = "agentfly_core::env::duration_secs")]
+    pub call_timeout: Duration,
+    /// How long the interpreter may take to start.
+    #[serde(with = "agentfly_core::env::duration_secs")]
+    pub startup_timeout: Duration,
+    /// CPU seconds one call may use (`RLIMIT_CPU`, raised before each call).
+    pub cpu_seconds_per_call: u64,
+    /// CPU seconds the interpreter may use over its life; an instance that has used them
+    /// up fails its health check and is replaced.
+    pub cpu_seconds_total: u64,
+    /// Address space of the interpreter and each child (`RLIMIT_AS`).
+    pub memory_bytes: u64,
+    /// Processes (`RLIMIT_NPROC`; per user, so it is exact only with a uid of its own).
+    pub max_processes: u64,
+    /// Largest file the code may write (`RLIMIT_FSIZE`); also bounds captured output.
+    pub max_file_bytes: u64,
+    /// Open files (`RLIMIT_NOFILE`).
+    pub max_open_files: u64,
+    /// Characters of stdout, stderr, value or traceback kept per call; the rest is cut
+    /// with a visible marker.
+    pub max_output_chars: usize,
+    /// Run in a network namespace of its own (no network at all) where the system allows.
+    pub isolate_network: bool,
+    /// When started as root, run as an unprivileged uid of its own (from `uid_range`).
+    pub drop_privileges: bool,
+    /// The uids given to sandboxes when privileges are dropped, one per live instance.
+    pub uid_range: (u32, u32),
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            python: None,
+            call_timeout: Duration::from_secs(10),
+            startup_timeout: Duration::from_secs(20),
+            cpu_seconds_per_call: 10,
+            cpu_seconds_total: 600,
+            memory_bytes: 1 << 30,
+            max_processes: 64,
+            max_file_bytes: 64 << 20,
+            max_open_files: 256,
+            max_output_chars: 8000,
+            isolate_network: true,
+            drop_privileges: true,
+            uid_range: (61_000, 62_000),
+        }
+    }
+}
+
+impl SandboxConfig {
+    /// The interpreter to start.
+    pub fn python(&self) -> PathBuf {
+        self.python.clone().unwrap_or_else(|| {
+            let system = PathBuf::from("/usr/bin/python3");
+            if system.exists() {
+                system
+            } else {
+                PathBuf::from("python3")
+            }
+        })
+    }
+}

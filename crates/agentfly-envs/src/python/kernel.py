@@ -1,0 +1,263 @@
+# agentfly's Python kernel: one persistent interpreter per PythonSandbox instance.
+#
+# Started by the host with the sandbox config as argv[1] (JSON). It sets resource limits,
+# drops privileges when it was started as root, then answers one JSON request per line on
+# its stdin with one JSON line on its (original) stdout:
+#   {"op": "exec", "code": ...} -> stdout, stderr, value, error, cpu_seconds
+#   {"op": "reset"}             -> a fresh namespace and an empty working directory
+#   {"op": "ping"}              -> cpu_seconds_left
+# The cell's own stdin is /dev/null; its stdout and stderr (also those of subprocesses)
+# go to unlinked capture files that the kernel reads back, up to a cap.
+import ast
+import builtins
+import io
+import json
+import linecache
+import math
+import os
+import resource
+import shutil
+import signal
+import sys
+import tempfile
+import traceback
+
+CFG = json.loads(sys.argv[1])
+KERNEL_PID = os.getpid()
+PROTO_IN = os.fdopen(os.dup(0), "r", encoding="utf-8")  # os.dup: not inherited by children
+PROTO_OUT = os.fdopen(os.dup(1), "w", encoding="utf-8")
+WORKDIR = os.getcwd()
+CAP = int(CFG["capture_bytes"])
+NOTES = []
+
+
+def send(obj):
+    PROTO_OUT.write(json.dumps(obj) + "\n")
+    PROTO_OUT.flush()
+
+
+def setlimit(name, value):
+    if value is None:
+        return
+    try:
+        resource.setrlimit(getattr(resource, name), (value, value))
+    except (ValueError, OSError) as e:
+        NOTES.append(f"{name}: {e}")
+
+
+setlimit("RLIMIT_CORE", 0)
+setlimit("RLIMIT_AS", CFG.get("memory_bytes"))
+setlimit("RLIMIT_FSIZE", CFG.get("max_file_bytes"))
+setlimit("RLIMIT_NPROC", CFG.get("max_processes"))
+setlimit("RLIMIT_NOFILE", CFG.get("max_open_files"))
+setlimit("RLIMIT_CPU", CFG.get("cpu_seconds_total"))
+
+UID = CFG.get("uid")
+if UID is not None:
+    os.setgroups([])
+    os.setgid(UID)
+    os.setuid(UID)
+DEDICATED_UID = UID is not None and os.getuid() == UID and UID != 0
+
+
+class CpuTimeLimit(Exception):
+    """The cell used up its CPU seconds."""
+
+
+def on_xcpu(signum, frame):
+    raise CpuTimeLimit(f"CPU time limit of {CFG['cpu_seconds_per_call']} s exceeded")
+
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-large write fails with EFBIG
+signal.signal(signal.SIGXCPU, on_xcpu)
+
+devnull = os.open(os.devnull, os.O_RDONLY)
+os.dup2(devnull, 0)
+os.close(devnull)
+OUT = tempfile.TemporaryFile(dir=WORKDIR)
+ERR = tempfile.TemporaryFile(dir=WORKDIR)
+os.dup2(OUT.fileno(), 1)
+os.dup2(ERR.fileno(), 2)
+sys.stdin = io.StringIO()
+
+
+def cpu_used():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+class Notepad:
+    """A scratch notepad (as in L0): a todo list, facts, and a draft answer.
+
+    notepad.add_todo("..."), notepad.done(0), notepad.add_fact("..."),
+    notepad.write_draft("..."); print(notepad) shows it all.
+    """
+
+    def __init__(self):
+        self.todo = []
+        self.facts = []
+        self.draft = ""
+
+    def add_todo(self, item):
+        self.todo.append([str(item), False])
+        return len(self.todo) - 1
+
+    def done(self, index):
+        self.todo[index][1] = True
+
+    def add_fact(self, fact):
+        self.facts.append(str(fact))
+
+    def write_draft(self, text):
+        self.draft = str(text)
+
+    def __repr__(self):
+        lines = ["# todo"]
+        lines += [f"[{'x' if d else ' '}] {i}. {t}" for i, (t, d) in enumerate(self.todo)]
+        lines += ["# facts"] + [f"- {f}" for f in self.facts]
+        lines += ["# draft", self.draft]
+        return "\n".join(lines)
+
+
+def fresh_namespace():
+    return {"__name__": "__main__", "__builtins__": builtins, "notepad": Notepad()}
+
+
+NS = fresh_namespace()
+
+
+def kill_leftovers():
+    # With a uid of its own, every other process of that uid was started by a cell.
+    if DEDICATED_UID:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    # Reap this kernel's own dead children, which would otherwise count against
+    # RLIMIT_NPROC as zombies.
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+
+
+def read_capture(f):
+    try:
+        sys.stdout.flush() if f is OUT else sys.stderr.flush()
+    except Exception:
+        pass
+    size = os.fstat(f.fileno()).st_size
+    f.seek(0)
+    data = f.read(CAP)
+    f.seek(0)
+    f.truncate()
+    return data.decode("utf-8", errors="replace"), size
+
+
+def format_error(e):
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != "<cell>":
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(e), e, tb))
+
+
+def value_repr(v):
+    try:
+        text = repr(v)
+    except BaseException as e:  # noqa: BLE001 - a broken __repr__ is the cell's problem
+        return f"<repr failed: {type(e).__name__}: {e}>"
+    return text[: CAP] if len(text) > CAP else text
+
+
+def run_cell(code):
+    sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
+    sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
+    start = cpu_used()
+    soft = math.ceil(start) + int(CFG["cpu_seconds_per_call"])
+    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    except (ValueError, OSError):
+        pass
+    linecache.cache["<cell>"] = (len(code), None, code.splitlines(True), "<cell>")
+    value = None
+    error = None
+    try:
+        tree = ast.parse(code, "<cell>", "exec")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        exec(compile(tree, "<cell>", "exec"), NS)
+        if last is not None:
+            result = eval(compile(last, "<cell>", "eval"), NS)
+            if result is not None:
+                value = value_repr(result)
+    except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt included
+        if os.getpid() != KERNEL_PID:
+            os._exit(1)
+        error = format_error(e)
+    if os.getpid() != KERNEL_PID:  # a forked child that ran off the end of the cell
+        os._exit(0)
+    try:
+        resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))  # the kernel's own work
+    except (ValueError, OSError):
+        pass
+    kill_leftovers()
+    stdout, stdout_bytes = read_capture(OUT)
+    stderr, stderr_bytes = read_capture(ERR)
+    return {
+        "stdout": stdout,
+        "stdout_bytes": stdout_bytes,
+        "stderr": stderr,
+        "stderr_bytes": stderr_bytes,
+        "value": value,
+        "error": error,
+        "cpu_seconds": cpu_used() - start,
+    }
+
+
+def reset():
+    global NS
+    NS = fresh_namespace()
+    kill_leftovers()
+    for name in os.listdir(WORKDIR):
+        path = os.path.join(WORKDIR, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+    os.chdir(WORKDIR)
+
+
+def cpu_left():
+    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+    return None if hard == resource.RLIM_INFINITY else hard - cpu_used()
+
+
+send({
+    "ready": True,
+    "uid": os.getuid(),
+    "dedicated_uid": DEDICATED_UID,
+    "notes": NOTES,
+    "python": sys.version.split()[0],
+})
+for line in PROTO_IN:
+    request = json.loads(line)
+    op = request.get("op")
+    if op == "exec":
+        send(run_cell(request["code"]))
+    elif op == "reset":
+        reset()
+        send({"ok": True})
+    elif op == "ping":
+        send({"ok": True, "cpu_seconds_left": cpu_left()})
+    else:
+        send({"ok": False, "error": f"unknown op {op!r}"})
