@@ -19,7 +19,7 @@ fn numeric(response: &str, answer: f64) -> f32 {
 #[reward(name = "with_metrics")]
 fn metrics(response: String, trajectory: &Trajectory, unit: Option<String>) -> RewardOutput {
     RewardOutput::new(response.len() as f32)
-        .with_metric("turns", trajectory.turns as f64)
+        .with_metric("turns", trajectory.num_turns() as f64)
         .with_metric("has_unit", if unit.is_some() { 1.0 } else { 0.0 })
 }
 
@@ -85,7 +85,7 @@ fn score(
     ctx: &mut CallContext,
 ) -> Result<RewardOutput, RewardError> {
     let trajectory = Trajectory {
-        turns: 3,
+        turns: vec![Default::default(); 3],
         ..Trajectory::default()
     };
     Rewards::all().unwrap().score_blocking(

@@ -1,8 +1,15 @@
 //! Rollout: chains of generate → call tools → observe, and the trajectories they leave.
-//! Today: how tool calls are written and read ([`format`]) and the [`Trajectory`] type that
-//! rewards receive.
+//!
+//! - [`format`]: how tool calls are written and read (Hermes, ReAct, code-as-action);
+//! - [`Policy`]: the model, token ids in, sampled ids and log-probs out;
+//! - [`ChainSetup::run`]: one chain, token-in/token-out with its loss mask;
+//! - [`Trajectory`]: what a chain leaves, whole (AgentFly) or one row per turn (L0).
 
+mod chain;
 pub mod format;
+mod policy;
 mod trajectory;
 
-pub use trajectory::Trajectory;
+pub use chain::{ChainConfig, ChainSetup, sample_messages};
+pub use policy::{GenerateRequest, Generated, GenerationEnd, Policy, PolicyError, ScriptedPolicy};
+pub use trajectory::{CallRecord, ChainEnd, Trajectory, Turn, TurnRow};
