@@ -42,19 +42,7 @@ struct Ledger {
     balance: i64,
 }
 
-impl agentfly_core::env::Env for Ledger {
-    type Config = ();
-    async fn create(_: &()) -> Result<Self, agentfly_core::env::EnvError> {
-        Ok(Self::default())
-    }
-    async fn reset(
-        &mut self,
-        _: Option<&agentfly_core::Sample>,
-    ) -> Result<(), agentfly_core::env::EnvError> {
-        *self = Self::default();
-        Ok(())
-    }
-}
+agentfly_core::default_env!(Ledger);
 
 /// Reads the environment the chain's tools changed.
 #[reward(env = Ledger)]

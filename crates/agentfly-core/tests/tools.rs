@@ -106,19 +106,7 @@ struct Counter {
     total: i64,
 }
 
-impl agentfly_core::env::Env for Counter {
-    type Config = ();
-    async fn create(_: &()) -> Result<Self, agentfly_core::env::EnvError> {
-        Ok(Self::default())
-    }
-    async fn reset(
-        &mut self,
-        _: Option<&agentfly_core::Sample>,
-    ) -> Result<(), agentfly_core::env::EnvError> {
-        *self = Self::default();
-        Ok(())
-    }
-}
+agentfly_core::default_env!(Counter);
 
 /// Adds to the chain's counter (async).
 #[tool(env = Counter)]

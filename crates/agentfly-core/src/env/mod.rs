@@ -98,6 +98,35 @@ pub trait Env: Sized + Send + 'static {
     }
 }
 
+/// Implements [`Env`] for a type that is its own `Default`: created with
+/// `Default::default()`, reset by replacing it with a fresh default, config `()`.
+///
+/// ```
+/// #[derive(Default)]
+/// struct Counter { total: i64 }
+/// agentfly_core::default_env!(Counter);
+/// ```
+#[macro_export]
+macro_rules! default_env {
+    ($ty:ty) => {
+        impl $crate::env::Env for $ty {
+            type Config = ();
+
+            async fn create(_: &()) -> ::core::result::Result<Self, $crate::env::EnvError> {
+                ::core::result::Result::Ok(<$ty as ::core::default::Default>::default())
+            }
+
+            async fn reset(
+                &mut self,
+                _: ::core::option::Option<&$crate::Sample>,
+            ) -> ::core::result::Result<(), $crate::env::EnvError> {
+                *self = <$ty as ::core::default::Default>::default();
+                ::core::result::Result::Ok(())
+            }
+        }
+    };
+}
+
 /// An environment could not be created, reset or checked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
