@@ -427,21 +427,18 @@ impl<T: Env> Drop for Lease<T> {
             return;
         };
         let broken = self.broken || std::thread::panicking();
-        {
-            let mut state = self.pool.state();
-            state.leased -= 1;
-            state.returning += 1;
-        }
+        let mut state = self.pool.state();
+        state.leased -= 1;
         match &self.pool.runtime {
             Some(runtime) => {
+                state.returning += 1;
+                drop(state);
                 runtime.spawn(self.pool.clone().give_back(slot, broken, permit));
             }
             None => {
                 // No runtime to reset it on: drop it (its Drop frees what it holds).
-                let mut state = self.pool.state();
                 state.live -= 1;
                 state.replaced += 1;
-                state.returning -= 1;
                 drop(state);
                 drop(slot);
                 drop(permit);

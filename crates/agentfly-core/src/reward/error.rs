@@ -1,6 +1,6 @@
 //! Why scoring failed.
 
-use crate::tool::{EnvUnavailable, MissingEnvironment};
+use crate::tool::EnvUnavailable;
 
 /// Scoring a trajectory failed. Each variant names the reward and, where it applies, the
 /// sample and the field.
@@ -77,10 +77,4 @@ pub enum RewardError {
         /// The names in the set.
         known: Vec<String>,
     },
-}
-
-impl From<MissingEnvironment> for RewardError {
-    fn from(e: MissingEnvironment) -> Self {
-        RewardError::Environment(e.into())
-    }
 }

@@ -7,7 +7,7 @@
 //! template's rendering of the conversation it holds.
 
 use super::format::{CallParse, ToolCallFormat};
-use super::policy::{GenerateRequest, GenerationEnd, Policy};
+use super::policy::{GenerateRequest, GenerationEnd, Policy, PolicyError};
 use super::trajectory::{CallRecord, ChainEnd, Trajectory, Turn};
 use crate::chat::{ChatError, ChatTemplate, Conversation, Tokenizer};
 use crate::tool::{CallContext, Observation, Toolbox};
@@ -82,6 +82,8 @@ enum ChainError {
     NotAppendOnly(String),
     #[error("{0}")]
     Sample(String),
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
 }
 
 /// The messages a sample starts with: its `messages` field, or its `question` (or
@@ -139,12 +141,11 @@ impl ChainSetup<'_> {
             trajectory.error = Some(e.to_string());
         }
         if let Some((rewards, name)) = self.rewards {
-            let response = trajectory.response.clone();
             let scored = rewards
                 .score(
                     name,
                     RewardInput {
-                        response: &response,
+                        response: &trajectory.response,
                         trajectory: &trajectory,
                         sample,
                         ctx: &mut ctx,
@@ -162,6 +163,14 @@ impl ChainSetup<'_> {
         drop(ctx); // the chain's environments go back to their pools
         trajectory.seconds = start.elapsed().as_secs_f64();
         trajectory
+    }
+
+    /// Ends the chain after `turn`, to which the environment appended nothing.
+    fn end_after(trajectory: &mut Trajectory, mut turn: Turn, response: String, end: ChainEnd) {
+        turn.end = turn.model_end;
+        trajectory.turns.push(turn);
+        trajectory.response = response;
+        trajectory.finish_reason = end;
     }
 
     fn push(trajectory: &mut Trajectory, ids: &[u32], logprobs: Option<&[f32]>) {
@@ -218,15 +227,7 @@ impl ChainSetup<'_> {
                     top_k: config.top_k,
                     seed: seed.wrapping_mul(1_000_003).wrapping_add(turn_index as u64),
                 })
-                .await;
-            let generated = match generated {
-                Ok(g) => g,
-                Err(e) => {
-                    trajectory.finish_reason = ChainEnd::Error;
-                    trajectory.error = Some(e.to_string());
-                    return Ok(());
-                }
-            };
+                .await?;
             let mut turn = Turn {
                 start: trajectory.tokens.len(),
                 generate_seconds: gen_start.elapsed().as_secs_f64(),
@@ -249,17 +250,16 @@ impl ChainSetup<'_> {
             let out_of_room = generated.end == GenerationEnd::Length
                 && trajectory.tokens.len() >= config.max_total_tokens;
             if out_of_room {
-                turn.end = turn.model_end;
-                trajectory.turns.push(turn);
-                trajectory.response = text;
-                trajectory.finish_reason = ChainEnd::Truncated;
+                Self::end_after(trajectory, turn, text, ChainEnd::Truncated);
                 return Ok(());
             }
             if parsed.calls.is_empty() {
-                turn.end = turn.model_end;
-                trajectory.turns.push(turn);
-                trajectory.response = parsed.final_answer.unwrap_or(text);
-                trajectory.finish_reason = ChainEnd::NoToolCall;
+                Self::end_after(
+                    trajectory,
+                    turn,
+                    parsed.final_answer.unwrap_or(text),
+                    ChainEnd::NoToolCall,
+                );
                 return Ok(());
             }
             let tool_start = Instant::now();
@@ -267,10 +267,7 @@ impl ChainSetup<'_> {
             turn.tool_seconds = tool_start.elapsed().as_secs_f64();
             turn.calls = records;
             if let Some(answer) = answer {
-                turn.end = turn.model_end;
-                trajectory.turns.push(turn);
-                trajectory.response = answer;
-                trajectory.finish_reason = ChainEnd::Answered;
+                Self::end_after(trajectory, turn, answer, ChainEnd::Answered);
                 return Ok(());
             }
 

@@ -53,7 +53,7 @@ pub struct Turn {
     pub text: String,
     /// The calls it made.
     pub calls: Vec<CallRecord>,
-    /// Seconds spent generating, and running tools.
+    /// Seconds spent generating.
     pub generate_seconds: f64,
     /// Seconds spent in tools.
     pub tool_seconds: f64,

@@ -67,12 +67,6 @@ impl From<EnvUnavailable> for ToolFailure {
     }
 }
 
-impl From<MissingEnvironment> for ToolFailure {
-    fn from(e: MissingEnvironment) -> Self {
-        EnvUnavailable::from(e).into()
-    }
-}
-
 /// The place an environment instance is kept: owned outright, or leased from a pool.
 trait EnvSlot<T>: Send {
     fn get(&mut self) -> &mut T;
@@ -154,11 +148,6 @@ impl CallContext {
     /// Sets the sample leased instances are reset with.
     pub fn set_sample(&mut self, sample: Sample) {
         self.sample = Some(sample);
-    }
-
-    /// The pools this context leases from.
-    pub fn pools(&self) -> Option<&EnvPools> {
-        self.pools.as_ref()
     }
 
     /// Attaches an instance owned by the context, replacing one of the same type.
@@ -260,11 +249,6 @@ impl CallContext {
                 handle.mark_broken();
             }
         }
-    }
-
-    /// Detaches every instance; leased ones go back to their pools.
-    pub fn release_envs(&mut self) {
-        self.envs.clear();
     }
 }
 
