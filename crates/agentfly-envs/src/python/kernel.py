@@ -145,10 +145,6 @@ def kill_leftovers():
 
 
 def read_capture(f):
-    try:
-        sys.stdout.flush() if f is OUT else sys.stderr.flush()
-    except Exception:
-        pass
     size = os.fstat(f.fileno()).st_size
     f.seek(0)
     data = f.read(CAP)
@@ -198,11 +194,14 @@ def run_cell(code):
             if result is not None:
                 value = value_repr(result)
     except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt included
-        if os.getpid() != KERNEL_PID:
-            os._exit(1)
         error = format_error(e)
     if os.getpid() != KERNEL_PID:  # a forked child that ran off the end of the cell
         os._exit(0)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a full disk or a closed stream loses only output
+            pass
     try:
         resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))  # the kernel's own work
     except (ValueError, OSError):

@@ -102,6 +102,28 @@ struct Kernel {
     stdin: ChildStdin,
     stdout: Lines<BufReader<ChildStdout>>,
     pgid: u32,
+    /// A request was sent whose answer was never read (the call was cancelled).
+    busy: bool,
+}
+
+/// Why the kernel gave no answer.
+#[derive(Debug)]
+enum KernelError {
+    /// None within the time allowed.
+    NoAnswer(Duration),
+    /// It is gone, or answered nonsense.
+    Gone(String),
+}
+
+impl std::fmt::Display for KernelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KernelError::NoAnswer(after) => {
+                write!(f, "no answer within {:.1} s", after.as_secs_f64())
+            }
+            KernelError::Gone(why) => f.write_str(why),
+        }
+    }
 }
 
 /// A persistent Python interpreter in a sandbox; an [`Env`], leased per chain.
@@ -113,8 +135,6 @@ pub struct PythonSandbox {
     uid: Option<UidLease>,
     workdir: tempfile::TempDir,
     isolation: Isolation,
-    /// A request was sent whose answer was never read (the call was cancelled).
-    in_flight: bool,
     calls: u64,
     restarts: u64,
 }
@@ -160,7 +180,6 @@ impl PythonSandbox {
             uid,
             workdir,
             isolation,
-            in_flight: false,
             calls: 0,
             restarts: 0,
         };
@@ -234,6 +253,7 @@ impl PythonSandbox {
             stdin,
             stdout,
             pgid,
+            busy: false,
         });
         let ready = self.read_line(self.config.startup_timeout).await;
         match ready {
@@ -248,7 +268,7 @@ impl PythonSandbox {
                 .await;
                 let why = match other {
                     Ok(v) => format!("unexpected first message {v}"),
-                    Err(e) => e,
+                    Err(e) => e.to_string(),
                 };
                 Err(env_err(
                     "the interpreter did not start",
@@ -275,52 +295,50 @@ impl PythonSandbox {
         self.spawn().await
     }
 
-    async fn read_line(&mut self, timeout: Duration) -> Result<Value, String> {
-        let kernel = self
-            .kernel
+    fn kernel(&mut self) -> Result<&mut Kernel, KernelError> {
+        self.kernel
             .as_mut()
-            .ok_or("the interpreter is not running")?;
+            .ok_or_else(|| KernelError::Gone("the interpreter is not running".into()))
+    }
+
+    async fn read_line(&mut self, timeout: Duration) -> Result<Value, KernelError> {
+        let kernel = self.kernel()?;
         match tokio::time::timeout(timeout, kernel.stdout.next_line()).await {
-            Err(_) => Err(format!("no answer within {:.1} s", timeout.as_secs_f64())),
-            Ok(Err(e)) => Err(format!("reading its answer failed: {e}")),
+            Err(_) => Err(KernelError::NoAnswer(timeout)),
+            Ok(Err(e)) => Err(KernelError::Gone(format!("reading its answer failed: {e}"))),
             Ok(Ok(None)) => {
                 // It closed its output; give it a moment to be reaped for its exit status.
                 let status = tokio::time::timeout(Duration::from_millis(500), kernel.child.wait())
                     .await
                     .ok()
                     .and_then(Result::ok);
-                Err(match status {
+                Err(KernelError::Gone(match status {
                     Some(status) => format!("the interpreter exited ({status})"),
                     None => "the interpreter closed its output".to_string(),
-                })
+                }))
             }
-            Ok(Ok(Some(line))) => {
-                serde_json::from_str(&line).map_err(|e| format!("bad answer {line:?}: {e}"))
-            }
+            Ok(Ok(Some(line))) => serde_json::from_str(&line)
+                .map_err(|e| KernelError::Gone(format!("bad answer {line:?}: {e}"))),
         }
     }
 
-    async fn request(&mut self, request: Value, timeout: Duration) -> Result<Value, String> {
-        if self.in_flight {
+    async fn request(&mut self, request: Value, timeout: Duration) -> Result<Value, KernelError> {
+        if self.kernel.as_ref().is_some_and(|k| k.busy) {
             // The last call was cancelled mid-way: its answer would be read as this one's.
-            self.restart().await.map_err(|e| e.to_string())?;
-            self.in_flight = false;
+            self.restart()
+                .await
+                .map_err(|e| KernelError::Gone(e.to_string()))?;
         }
-        let kernel = self
-            .kernel
-            .as_mut()
-            .ok_or("the interpreter is not running")?;
+        let kernel = self.kernel()?;
+        kernel.busy = true;
         let line = format!("{request}\n");
-        self.in_flight = true;
         if let Err(e) = kernel.stdin.write_all(line.as_bytes()).await {
-            return Err(format!("sending the code failed: {e}"));
+            return Err(KernelError::Gone(format!("sending the code failed: {e}")));
         }
         let _ = kernel.stdin.flush().await;
-        let answer = self.read_line(timeout).await;
-        if answer.is_ok() {
-            self.in_flight = false;
-        }
-        answer
+        let answer = self.read_line(timeout).await?;
+        self.kernel()?.busy = false;
+        Ok(answer)
     }
 
     /// Runs `code` as one notebook cell. Never fails: a timeout or a crash is reported in
@@ -343,7 +361,7 @@ impl PythonSandbox {
         let mut out = match answer {
             Ok(v) => self.parse_cell(v),
             Err(why) => {
-                let timed_out = why.starts_with("no answer within");
+                let timed_out = matches!(why, KernelError::NoAnswer(_));
                 let what = if timed_out {
                     format!(
                         "Execution timed out after {:.0} s and was stopped.",
@@ -353,7 +371,6 @@ impl PythonSandbox {
                     format!("The Python process died: {why}.")
                 };
                 let restarted = self.restart().await.is_ok();
-                self.in_flight = false;
                 let after = if restarted {
                     " The interpreter was restarted: variables defined before are lost; files \
                      in the working directory are kept."
@@ -391,21 +408,15 @@ impl PythonSandbox {
         };
         let max = self.config.max_output_chars;
         let mut truncated = false;
-        let mut cap = |text: String, total_bytes: u64| {
-            let (text, cut) = cap_chars(text, max, total_bytes);
+        let mut cap = |text: String, produced: Option<u64>| {
+            let (text, cut) = cap_chars(text, max, produced);
             truncated |= cut;
             text
         };
-        let stdout = cap(raw.stdout, raw.stdout_bytes);
-        let stderr = cap(raw.stderr, raw.stderr_bytes);
-        let value = raw.value.map(|v| {
-            let n = v.len() as u64;
-            cap(v, n)
-        });
-        let error = raw.error.map(|e| {
-            let n = e.len() as u64;
-            cap(e, n)
-        });
+        let stdout = cap(raw.stdout, Some(raw.stdout_bytes));
+        let stderr = cap(raw.stderr, Some(raw.stderr_bytes));
+        let value = raw.value.map(|v| cap(v, None));
+        let error = raw.error.map(|e| cap(e, None));
         CellOutput {
             stdout,
             stderr,
@@ -418,27 +429,18 @@ impl PythonSandbox {
     }
 }
 
-/// Keeps the first `max` characters of `text` (of which `total_bytes` were produced in
-/// all) and says how much was cut.
-fn cap_chars(text: String, max: usize, total_bytes: u64) -> (String, bool) {
-    let kept_bytes = text.len() as u64;
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => {
-            let rest = total_bytes.saturating_sub(cut as u64);
-            let mut text = text;
-            text.truncate(cut);
-            text.push_str(&format!("\n…[output truncated: {rest} more bytes]"));
-            (text, true)
-        }
-        None if total_bytes > kept_bytes => {
-            let rest = total_bytes - kept_bytes;
-            (
-                format!("{text}\n…[output truncated: {rest} more bytes]"),
-                true,
-            )
-        }
-        None => (text, false),
+/// Keeps the first `max` characters of `text` and says how much was cut, counting the
+/// bytes `produced` in all when the kernel captured only part of them.
+fn cap_chars(mut text: String, max: usize, produced: Option<u64>) -> (String, bool) {
+    let cut = text.char_indices().nth(max).map_or(text.len(), |(i, _)| i);
+    let total = produced.unwrap_or(0).max(text.len() as u64);
+    let rest = total - cut as u64;
+    if rest == 0 {
+        return (text, false);
     }
+    text.truncate(cut);
+    text.push_str(&format!("\n…[output truncated: {rest} more bytes]"));
+    (text, true)
 }
 
 impl Drop for PythonSandbox {
