@@ -5,14 +5,16 @@
 //! | [`model`] | one decoder for the Llama and Qwen2 families, rotary tables, KV cache |
 //! | [`io`] | Hugging Face directories and GGUF files in, Hugging Face directories out |
 //! | [`generate`] | batched KV-cache generation and sampling |
+//! | [`engine`] | the generation engine: the model on its own thread, continuous batching, core's `Policy` |
 //! | [`device`] | choosing the Burn device (`cpu`, `wgpu`, `cuda:N`) |
 //!
 //! Planned: `train` (log-probabilities, masked PPO / GRPO / RLOO / REINFORCE++ losses,
-//! AdamW, checkpoints) and the generation engine implementing core's `Policy`.
+//! AdamW, checkpoints).
 
 #![warn(missing_docs)]
 
 pub mod device;
+pub mod engine;
 pub mod error;
 pub mod generate;
 pub mod io;

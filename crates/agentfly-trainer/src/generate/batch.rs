@@ -1,7 +1,9 @@
 //! Batched generation: prompts of different lengths are left-padded into one batch and
 //! prefilled together; then every step decodes one token per unfinished sequence with the
-//! KV cache. Finished sequences leave the batch, so the rest run at full speed. Identical
-//! prompts (the n chains of one sample) are prefilled once and their cache rows copied.
+//! KV cache. Finished sequences leave the batch, so the rest run at full speed, and new
+//! sequences can join between steps ([`DecodeBatch`], the engine's continuous batching).
+//! Identical prompts (the n chains of one sample) are prefilled once and their cache rows
+//! copied.
 
 use super::{Sampler, SamplingParams};
 use crate::Pretrained;
@@ -69,15 +71,61 @@ pub enum GenerateError {
     },
 }
 
-/// Generates a continuation of every prompt. `tokenizer` is needed only for
-/// `stop_strings`. A sequence stops with [`FinishReason::Length`] at `max_new_tokens` or
-/// when it fills the model's context, whichever comes first.
-pub fn generate(
-    model: &Pretrained,
-    prompts: &[Vec<u32>],
-    params: &SamplingParams,
-    tokenizer: Option<&Tokenizer>,
-) -> Result<Vec<Generation>, GenerateError> {
+/// One sequence to generate: its prompt, sampler and stops.
+#[derive(Debug, Clone)]
+pub struct SequenceSpec {
+    /// The prompt (already checked non-empty and within the context).
+    pub prompt: Vec<u32>,
+    /// Its sampler.
+    pub sampler: Sampler,
+    /// Most new tokens.
+    pub max_new_tokens: usize,
+    /// Ids that end it (the model's EOS ids included when wanted).
+    pub stop_ids: Vec<u32>,
+    /// Texts that end it once the decoded output contains them.
+    pub stop_strings: Vec<String>,
+}
+
+/// A sequence of the batch.
+#[derive(Debug)]
+struct Row<K> {
+    key: K,
+    sampler: Sampler,
+    /// How many tokens it may add: `max_new_tokens` within the model's context.
+    budget: usize,
+    stop_ids: Vec<u32>,
+    stop_strings: Vec<String>,
+    /// Leading cache positions that are padding.
+    pad: usize,
+    /// The rotary position of its next token.
+    next_pos: usize,
+    out: Generation,
+}
+
+/// Sequences decoding together. Sequences join with [`admit`](Self::admit) (prefilled
+/// then, cache rows left-padded to the batch's length) and leave when they stop; every
+/// [`step`](Self::step) samples one token for each and runs one decode pass.
+/// `K` identifies a sequence to the caller.
+#[derive(Debug)]
+pub struct DecodeBatch<K> {
+    cache: KvCache,
+    rows: Vec<Row<K>>,
+    /// `[rows, vocab]`: the logits each row samples its next token from.
+    logits: Option<Tensor<2>>,
+}
+
+impl<K> Default for DecodeBatch<K> {
+    fn default() -> Self {
+        Self {
+            cache: KvCache::default(),
+            rows: Vec::new(),
+            logits: None,
+        }
+    }
+}
+
+/// Checks that every prompt fits the model.
+pub fn check_prompts(model: &Pretrained, prompts: &[Vec<u32>]) -> Result<(), GenerateError> {
     let context = model.config.max_position_embeddings;
     for (index, prompt) in prompts.iter().enumerate() {
         if prompt.is_empty() {
@@ -91,32 +139,221 @@ pub fn generate(
             });
         }
     }
-    let device = model.decoder.embed.val().device();
-    let batch = prompts.len();
-    let mut outputs: Vec<Generation> = (0..batch)
-        .map(|_| Generation {
-            new_ids: Vec::new(),
-            logprobs: Vec::new(),
-            finish_reason: FinishReason::Length,
-        })
-        .collect();
-    // How many tokens each sequence may add: all positions must fit in the context.
-    let budget: Vec<usize> = prompts
-        .iter()
-        .map(|p| params.max_new_tokens.min(context - p.len()))
-        .collect();
-    if budget.iter().all(|&b| b == 0) {
-        return Ok(outputs);
-    }
-    let mut stop_ids = params.stop_ids.clone();
-    if !params.ignore_eos {
-        stop_ids.extend(model.eos_ids());
-    }
-    let mut samplers: Vec<Sampler> = (0..batch).map(|i| Sampler::new(params, i as u64)).collect();
+    Ok(())
+}
 
-    // Prefill each distinct prompt once, left-padded to the longest.
+impl<K> DecodeBatch<K> {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sequences decoding.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// No sequence decoding?
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Cached positions per row (the longest context in the batch, padding included).
+    pub fn positions(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Prefills `sequences` (checked with [`check_prompts`]) and adds them to the batch.
+    /// Returns those that cannot add a single token (their prompt fills the context).
+    pub fn admit(
+        &mut self,
+        model: &Pretrained,
+        sequences: Vec<(K, SequenceSpec)>,
+    ) -> Vec<(K, Generation)> {
+        let context = model.config.max_position_embeddings;
+        let mut done = Vec::new();
+        let mut joining = Vec::with_capacity(sequences.len());
+        let mut prompts = Vec::with_capacity(sequences.len());
+        for (key, spec) in sequences {
+            let budget = spec.max_new_tokens.min(context - spec.prompt.len());
+            let out = Generation {
+                new_ids: Vec::new(),
+                logprobs: Vec::new(),
+                finish_reason: FinishReason::Length,
+            };
+            if budget == 0 {
+                done.push((key, out));
+                continue;
+            }
+            joining.push(Row {
+                key,
+                sampler: spec.sampler,
+                budget,
+                stop_ids: spec.stop_ids,
+                stop_strings: spec.stop_strings,
+                pad: 0,
+                next_pos: spec.prompt.len(),
+                out,
+            });
+            prompts.push(spec.prompt);
+        }
+        if joining.is_empty() {
+            return done;
+        }
+        let (mut cache, logits, len) = prefill(model, &prompts);
+        for (row, prompt) in joining.iter_mut().zip(&prompts) {
+            row.pad = len - prompt.len();
+        }
+        if self.rows.is_empty() {
+            self.cache = cache;
+            self.logits = Some(logits);
+        } else {
+            let have = self.cache.len();
+            if have < len {
+                self.cache.left_pad(len - have);
+                self.rows.iter_mut().for_each(|r| r.pad += len - have);
+            } else {
+                cache.left_pad(have - len);
+                joining.iter_mut().for_each(|r| r.pad += have - len);
+            }
+            self.cache.append_rows(cache);
+            self.logits = self
+                .logits
+                .take()
+                .map(|mine| Tensor::cat(vec![mine, logits], 0));
+        }
+        self.rows.extend(joining);
+        done
+    }
+
+    /// The keys of the running sequences, ending the batch.
+    pub fn into_keys(self) -> impl Iterator<Item = K> {
+        self.rows.into_iter().map(|r| r.key)
+    }
+
+    /// Drops the sequences `keep` rejects (their callers went away); returns how many.
+    pub fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) -> usize {
+        let kept: Vec<usize> = (0..self.rows.len())
+            .filter(|&r| keep(&self.rows[r].key))
+            .collect();
+        let dropped = self.rows.len() - kept.len();
+        if dropped > 0 {
+            self.keep_rows(&kept);
+        }
+        dropped
+    }
+
+    fn keep_rows(&mut self, kept: &[usize]) {
+        if kept.is_empty() {
+            *self = Self::default();
+            return;
+        }
+        let Some(logits) = self.logits.take() else {
+            return;
+        };
+        let device = logits.device();
+        let index = int_tensor(
+            kept.iter().map(|&r| r as i64).collect(),
+            [kept.len()],
+            &device,
+        );
+        self.cache.select_rows(index.clone());
+        self.logits = Some(logits.select(0, index));
+        let mut rows: Vec<Option<Row<K>>> = std::mem::take(&mut self.rows)
+            .into_iter()
+            .map(Some)
+            .collect();
+        self.rows = kept.iter().filter_map(|&r| rows[r].take()).collect();
+    }
+
+    /// Samples one token for every sequence; those that stop leave the batch and are
+    /// returned; the others run one decode pass. `tokenizer` is needed for stop strings.
+    pub fn step(
+        &mut self,
+        model: &Pretrained,
+        tokenizer: Option<&Tokenizer>,
+    ) -> Vec<(K, Generation)> {
+        let Some(logits) = self.logits.take() else {
+            return Vec::new();
+        };
+        let device = logits.device();
+        let vocab = logits.dims()[1];
+        let host: Vec<f32> = logits.into_data().try_to_vec().expect("f32 logits");
+        let mut keep = Vec::with_capacity(self.rows.len());
+        let mut next_ids = Vec::with_capacity(self.rows.len());
+        let mut stopped = vec![false; self.rows.len()];
+        for (r, row) in self.rows.iter_mut().enumerate() {
+            let (id, logprob) = row.sampler.sample(&host[r * vocab..(r + 1) * vocab]);
+            row.out.new_ids.push(id);
+            row.out.logprobs.push(logprob);
+            if row.stop_ids.contains(&id)
+                || hits_stop_string(&row.out.new_ids, &row.stop_strings, tokenizer)
+            {
+                row.out.finish_reason = FinishReason::Stop;
+                stopped[r] = true;
+            } else if row.out.new_ids.len() < row.budget {
+                keep.push(r);
+                next_ids.push(id as i64);
+            } else {
+                stopped[r] = true;
+            }
+        }
+        let mut finished = Vec::new();
+        if keep.len() < self.rows.len() {
+            // Take the finished rows out, then keep the others' cache rows.
+            let rows = std::mem::take(&mut self.rows);
+            let mut remaining = Vec::with_capacity(keep.len());
+            for (row, stop) in rows.into_iter().zip(stopped) {
+                if stop {
+                    finished.push((row.key, row.out));
+                } else {
+                    remaining.push(row);
+                }
+            }
+            self.rows = remaining;
+            if keep.is_empty() {
+                self.cache = KvCache::default();
+                return finished;
+            }
+            let index = int_tensor(
+                keep.iter().map(|&r| r as i64).collect(),
+                [keep.len()],
+                &device,
+            );
+            self.cache.select_rows(index);
+        }
+        let rows = self.rows.len();
+        let keys = self.cache.len() + 1;
+        let positions: Vec<i64> = self.rows.iter().map(|r| r.next_pos as i64).collect();
+        let mask: Vec<bool> = self
+            .rows
+            .iter()
+            .flat_map(|r| (0..keys).map(move |k| k < r.pad))
+            .collect();
+        let hidden = model.decoder.hidden(
+            ForwardInput {
+                ids: int_tensor(next_ids, [rows, 1], &device),
+                positions: int_tensor(positions, [rows, 1], &device),
+                mask: Some(bool_tensor(mask, [rows, 1, 1, keys], &device)),
+            },
+            &model.rope,
+            Some(&mut self.cache),
+        );
+        for row in &mut self.rows {
+            row.next_pos += 1;
+        }
+        self.logits = Some(model.decoder.logits(hidden).reshape([rows, vocab]));
+        finished
+    }
+}
+
+/// Prefills each distinct prompt once, left-padded to the longest; returns the cache and
+/// last-position logits with one row per prompt (shared prompts' rows copied), and the
+/// padded length.
+fn prefill(model: &Pretrained, prompts: &[Vec<u32>]) -> (KvCache, Tensor<2>, usize) {
+    let device = model.decoder.embed.val().device();
     let mut unique: Vec<&Vec<u32>> = Vec::new();
-    let mut row_of: Vec<i64> = Vec::with_capacity(batch);
+    let mut row_of: Vec<i64> = Vec::with_capacity(prompts.len());
     for prompt in prompts {
         let row = match unique.iter().position(|u| *u == prompt) {
             Some(row) => row,
@@ -128,7 +365,6 @@ pub fn generate(
         row_of.push(row as i64);
     }
     let len = prompts.iter().map(Vec::len).max().unwrap_or(1);
-    let pads: Vec<usize> = prompts.iter().map(|p| len - p.len()).collect();
     let rows = unique.len();
     let mut ids = Vec::with_capacity(rows * len);
     let mut positions = Vec::with_capacity(rows * len);
@@ -152,98 +388,75 @@ pub fn generate(
         &model.rope,
         Some(&mut cache),
     );
-    let mut logits = model.decoder.logits(hidden.narrow(1, len - 1, 1));
-    if rows < batch {
-        let rows = int_tensor(row_of, [batch], &device);
-        cache.select_rows(rows.clone());
-        logits = logits.select(0, rows);
-    }
-
-    // `active[r]` is the original index of batch row r.
-    let mut active: Vec<usize> = (0..batch).collect();
-    let mut next_pos: Vec<usize> = prompts.iter().map(Vec::len).collect();
     let vocab = model.config.vocab_size;
-    for step in 0..params.max_new_tokens {
-        let host: Vec<f32> = logits.into_data().try_to_vec().expect("f32 logits");
-        let mut keep = Vec::with_capacity(active.len());
-        let mut next_ids = Vec::with_capacity(active.len());
-        for (row, &seq) in active.iter().enumerate() {
-            if budget[seq] == 0 {
-                continue; // its prompt already fills the context
-            }
-            let (id, logprob) = samplers[seq].sample(&host[row * vocab..(row + 1) * vocab]);
-            let out = &mut outputs[seq];
-            out.new_ids.push(id);
-            out.logprobs.push(logprob);
-            let stopped = stop_ids.contains(&id) || hits_stop_string(out, params, tokenizer);
-            if stopped {
-                out.finish_reason = FinishReason::Stop;
-            } else if step + 1 < budget[seq] {
-                keep.push(row);
-                next_ids.push(id as i64);
-            }
-        }
-        if keep.is_empty() {
-            break;
-        }
-        if keep.len() < active.len() {
-            let rows = int_tensor(
-                keep.iter().map(|&r| r as i64).collect(),
-                [keep.len()],
-                &device,
-            );
-            cache.select_rows(rows);
-            active = keep.iter().map(|&r| active[r]).collect();
-        }
-        let rows = active.len();
-        let keys = cache.len() + 1;
-        let positions: Vec<i64> = active.iter().map(|&s| next_pos[s] as i64).collect();
-        let mask: Vec<bool> = active
-            .iter()
-            .flat_map(|&s| {
-                let pad = pads[s];
-                (0..keys).map(move |k| k < pad)
-            })
-            .collect();
-        let hidden = model.decoder.hidden(
-            ForwardInput {
-                ids: int_tensor(next_ids, [rows, 1], &device),
-                positions: int_tensor(positions, [rows, 1], &device),
-                mask: Some(bool_tensor(mask, [rows, 1, 1, keys], &device)),
-            },
-            &model.rope,
-            Some(&mut cache),
-        );
-        for &s in &active {
-            next_pos[s] += 1;
-        }
-        logits = model.decoder.logits(hidden);
+    let mut logits = model
+        .decoder
+        .logits(hidden.narrow(1, len - 1, 1))
+        .reshape([rows, vocab]);
+    if rows < prompts.len() {
+        let index = int_tensor(row_of, [prompts.len()], &device);
+        cache.select_rows(index.clone());
+        logits = logits.select(0, index);
     }
-    Ok(outputs)
+    (cache, logits, len)
 }
 
-fn hits_stop_string(
-    out: &Generation,
+/// Generates a continuation of every prompt. `tokenizer` is needed only for
+/// `stop_strings`. A sequence stops with [`FinishReason::Length`] at `max_new_tokens` or
+/// when it fills the model's context, whichever comes first.
+pub fn generate(
+    model: &Pretrained,
+    prompts: &[Vec<u32>],
     params: &SamplingParams,
     tokenizer: Option<&Tokenizer>,
-) -> bool {
-    if params.stop_strings.is_empty() {
+) -> Result<Vec<Generation>, GenerateError> {
+    check_prompts(model, prompts)?;
+    let mut stop_ids = params.stop_ids.clone();
+    if !params.ignore_eos {
+        stop_ids.extend(model.eos_ids());
+    }
+    let mut batch = DecodeBatch::new();
+    let sequences = prompts
+        .iter()
+        .enumerate()
+        .map(|(i, prompt)| {
+            let spec = SequenceSpec {
+                prompt: prompt.clone(),
+                sampler: Sampler::new(params, i as u64),
+                max_new_tokens: params.max_new_tokens,
+                stop_ids: stop_ids.clone(),
+                stop_strings: params.stop_strings.clone(),
+            };
+            (i, spec)
+        })
+        .collect();
+    let mut outputs: Vec<Option<Generation>> = vec![None; prompts.len()];
+    let mut collect = |done: Vec<(usize, Generation)>| {
+        for (i, generation) in done {
+            outputs[i] = Some(generation);
+        }
+    };
+    collect(batch.admit(model, sequences));
+    while !batch.is_empty() {
+        collect(batch.step(model, tokenizer));
+    }
+    Ok(outputs
+        .into_iter()
+        .map(|g| g.expect("every sequence finishes"))
+        .collect())
+}
+
+/// Whether the tail of `ids` now contains one of `stop_strings`.
+fn hits_stop_string(ids: &[u32], stop_strings: &[String], tokenizer: Option<&Tokenizer>) -> bool {
+    if stop_strings.is_empty() {
         return false;
     }
     let Some(tokenizer) = tokenizer else {
         return false;
     };
     // Only the tail can newly contain a stop string: decode the last few tokens.
-    let longest = params
-        .stop_strings
-        .iter()
-        .map(|s| s.len())
-        .max()
-        .unwrap_or(0);
-    let tail = &out.new_ids[out.new_ids.len().saturating_sub(longest + 2)..];
+    let longest = stop_strings.iter().map(|s| s.len()).max().unwrap_or(0);
+    let tail = &ids[ids.len().saturating_sub(longest + 2)..];
     let text = tokenizer.decode(tail, false).unwrap_or_default();
-    params
-        .stop_strings
-        .iter()
-        .any(|s| text.contains(s.as_str()))
+    stop_strings.iter().any(|s| text.contains(s.as_str()))
 }

@@ -5,5 +5,7 @@
 mod batch;
 mod sampling;
 
-pub use batch::{FinishReason, GenerateError, Generation, generate};
+pub use batch::{
+    DecodeBatch, FinishReason, GenerateError, Generation, SequenceSpec, check_prompts, generate,
+};
 pub use sampling::{Sampler, SamplingParams};

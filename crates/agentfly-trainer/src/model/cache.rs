@@ -53,4 +53,30 @@ impl KvCache {
             *v = v.clone().select(0, rows.clone());
         }
     }
+
+    /// Puts `n` zero positions in front of every row (the caller masks them): lets rows
+    /// that were prefilled to a shorter length join a longer batch.
+    pub fn left_pad(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        for (k, v) in self.layers.iter_mut().flatten() {
+            let [batch, heads, _, dim] = k.dims();
+            let zeros = Tensor::zeros([batch, heads, n, dim], &k.device());
+            *k = Tensor::cat(vec![zeros.clone(), k.clone()], 2);
+            *v = Tensor::cat(vec![zeros, v.clone()], 2);
+        }
+    }
+
+    /// Appends the rows of `other`, which must cache as many positions.
+    pub fn append_rows(&mut self, other: KvCache) {
+        for (mine, theirs) in self.layers.iter_mut().zip(other.layers) {
+            *mine = match (mine.take(), theirs) {
+                (Some((k, v)), Some((ok, ov))) => {
+                    Some((Tensor::cat(vec![k, ok], 0), Tensor::cat(vec![v, ov], 0)))
+                }
+                (mine, theirs) => mine.or(theirs),
+            };
+        }
+    }
 }

@@ -1,0 +1,423 @@
+//! The generation engine: the model on a thread of its own, serving the generation
+//! requests of every chain of a rollout with continuous batching.
+//!
+//! Chains are tokio tasks; each turn sends its context to the engine and awaits the reply,
+//! so while some chains run tools the engine decodes for the others. Between two decode
+//! steps the engine admits the requests that arrived (prefilled together, identical
+//! contexts once) into the running batch, and replies to the sequences that stopped.
+//! A request whose caller went away leaves the batch at the next step.
+
+use crate::Pretrained;
+use crate::generate::{
+    DecodeBatch, GenerateError, Generation, Sampler, SamplingParams, SequenceSpec,
+};
+use agentfly_core::rollout::{GenerateRequest, Generated, GenerationEnd, Policy, PolicyError};
+use futures_util::future::BoxFuture;
+use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// How the engine batches.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EngineConfig {
+    /// The most sequences decoding at once.
+    pub max_batch: usize,
+    /// The most prompt tokens prefilled in one admission (at least one request is
+    /// always admitted): bounds the memory of the attention scores.
+    pub max_prefill_tokens: usize,
+    /// When idle, how long to wait after a first request for others to arrive, so
+    /// the chains of one sample start together and share their prompt's prefill.
+    #[serde(with = "agentfly_core::env::duration_secs")]
+    pub gather: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            max_batch: 64,
+            max_prefill_tokens: 16_384,
+            gather: Duration::from_millis(3),
+        }
+    }
+}
+
+/// What the engine has done so far.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct EngineStats {
+    /// Requests answered.
+    pub requests: u64,
+    /// Requests dropped because their caller went away.
+    pub abandoned: u64,
+    /// Decode steps run.
+    pub steps: u64,
+    /// Sum over steps of the sequences decoded (mean batch = rows / steps).
+    pub rows: u64,
+    /// Admissions (prefill passes).
+    pub prefills: u64,
+    /// Prompt tokens prefilled (shared prompts counted once per admission).
+    pub prefill_tokens: u64,
+    /// Tokens generated.
+    pub generated_tokens: u64,
+    /// Seconds spent prefilling.
+    pub prefill_seconds: f64,
+    /// Seconds spent in decode steps.
+    pub decode_seconds: f64,
+    /// Summed seconds requests waited before their prefill.
+    pub queue_seconds: f64,
+}
+
+impl EngineStats {
+    /// Mean sequences per decode step.
+    pub fn mean_batch(&self) -> f64 {
+        if self.steps == 0 {
+            0.0
+        } else {
+            self.rows as f64 / self.steps as f64
+        }
+    }
+
+    /// Seconds the model was busy.
+    pub fn busy_seconds(&self) -> f64 {
+        self.prefill_seconds + self.decode_seconds
+    }
+}
+
+type Reply = oneshot::Sender<Result<Generated, PolicyError>>;
+
+struct Job {
+    request: GenerateRequest,
+    reply: Reply,
+    queued: Instant,
+}
+
+type ModelTask = Box<dyn FnOnce(&mut Pretrained) + Send>;
+
+enum Command {
+    Generate(Job),
+    /// Runs on the model's thread once the batch has drained (weight updates).
+    Run(ModelTask),
+}
+
+/// The model behind a channel; implements [`Policy`]. Dropping it lets the running
+/// sequences finish and stops the thread.
+pub struct Engine {
+    sender: Mutex<Option<mpsc::Sender<Command>>>,
+    stats: Arc<Mutex<EngineStats>>,
+    thread: Option<JoinHandle<()>>,
+    max_context: usize,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl Engine {
+    /// Moves `model` to a new thread and starts serving.
+    pub fn start(model: Pretrained, config: EngineConfig) -> Self {
+        let (sender, receiver) = mpsc::channel();
+        let stats = Arc::new(Mutex::new(EngineStats::default()));
+        let max_context = model.config.max_position_embeddings;
+        let worker = Worker {
+            model,
+            config,
+            receiver,
+            pending: VecDeque::new(),
+            batch: DecodeBatch::new(),
+            stats: stats.clone(),
+            open: true,
+        };
+        let thread = std::thread::Builder::new()
+            .name("agentfly-engine".into())
+            .spawn(move || worker.run())
+            .expect("spawn the generation engine's thread");
+        Self {
+            sender: Mutex::new(Some(sender)),
+            stats,
+            thread: Some(thread),
+            max_context,
+        }
+    }
+
+    /// The model's context length.
+    pub fn max_context(&self) -> usize {
+        self.max_context
+    }
+
+    /// What the engine has done so far.
+    pub fn stats(&self) -> EngineStats {
+        lock(&self.stats).clone()
+    }
+
+    fn send(&self, command: Command) -> Result<(), PolicyError> {
+        lock(&self.sender)
+            .as_ref()
+            .ok_or_else(stopped)?
+            .send(command)
+            .map_err(|_| stopped())
+    }
+
+    /// Runs `f` on the model's thread once the sequences already running have finished
+    /// (requests sent after it wait for it): e.g. loading new weights after a training
+    /// step. Blocks until done; call it from outside the async runtime or through
+    /// `spawn_blocking`.
+    pub fn with_model<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Pretrained) -> R + Send + 'static,
+    ) -> Result<R, PolicyError> {
+        let (tx, rx) = mpsc::channel();
+        self.send(Command::Run(Box::new(move |model| {
+            let _ = tx.send(f(model));
+        })))?;
+        rx.recv().map_err(|_| stopped())
+    }
+
+    /// Stops accepting requests, lets the running ones finish and joins the thread.
+    pub fn shutdown(&mut self) {
+        lock(&self.sender).take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Policy for Engine {
+    fn generate(&self, request: GenerateRequest) -> BoxFuture<'_, Result<Generated, PolicyError>> {
+        let (reply, answer) = oneshot::channel();
+        let sent = self.send(Command::Generate(Job {
+            request,
+            reply,
+            queued: Instant::now(),
+        }));
+        Box::pin(async move {
+            sent?;
+            answer.await.map_err(|_| stopped())?
+        })
+    }
+}
+
+fn stopped() -> PolicyError {
+    PolicyError("the generation engine has stopped".into())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+struct Worker {
+    model: Pretrained,
+    config: EngineConfig,
+    receiver: mpsc::Receiver<Command>,
+    pending: VecDeque<Command>,
+    batch: DecodeBatch<Reply>,
+    stats: Arc<Mutex<EngineStats>>,
+    /// The engine still accepts requests.
+    open: bool,
+}
+
+impl Worker {
+    fn run(mut self) {
+        loop {
+            if self.batch.is_empty() && self.pending.is_empty() {
+                if !self.open {
+                    return;
+                }
+                match self.receiver.recv() {
+                    Ok(command) => self.pending.push_back(command),
+                    Err(_) => return,
+                }
+                let deadline = Instant::now() + self.config.gather;
+                while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+                    match self.receiver.recv_timeout(left) {
+                        Ok(command) => self.pending.push_back(command),
+                        Err(_) => break,
+                    }
+                }
+            }
+            self.drain();
+            self.run_tasks();
+            self.admit();
+            self.step();
+        }
+    }
+
+    /// Moves every waiting command to `pending`.
+    fn drain(&mut self) {
+        loop {
+            match self.receiver.try_recv() {
+                Ok(command) => self.pending.push_back(command),
+                Err(mpsc::TryRecvError::Empty) => return,
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    self.open = false;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Runs the model tasks at the front of the queue, once no sequence is running.
+    fn run_tasks(&mut self) {
+        while self.batch.is_empty() && matches!(self.pending.front(), Some(Command::Run(_))) {
+            if let Some(Command::Run(task)) = self.pending.pop_front() {
+                let model = &mut self.model;
+                // A panicking task drops its reply channel: the caller gets an error.
+                let _ = std::panic::catch_unwind(AssertUnwindSafe(move || task(model)));
+            }
+        }
+    }
+
+    /// Admits the generation requests at the front of the queue, within the batch and
+    /// prefill limits.
+    fn admit(&mut self) {
+        let mut room = self
+            .config
+            .max_batch
+            .max(1)
+            .saturating_sub(self.batch.len());
+        let mut tokens = 0;
+        let mut jobs = Vec::new();
+        while room > 0 {
+            let Some(Command::Generate(job)) = self.pending.front() else {
+                break;
+            };
+            let len = job.request.context.len();
+            if !jobs.is_empty() && tokens + len > self.config.max_prefill_tokens {
+                break;
+            }
+            let Some(Command::Generate(job)) = self.pending.pop_front() else {
+                unreachable!("the front was just seen to be a request");
+            };
+            if job.reply.is_closed() {
+                lock(&self.stats).abandoned += 1;
+                continue;
+            }
+            tokens += len;
+            room -= 1;
+            jobs.push(job);
+        }
+        if jobs.is_empty() {
+            return;
+        }
+        let start = Instant::now();
+        let mut sequences = Vec::with_capacity(jobs.len());
+        let mut queue_seconds = 0.0;
+        for job in jobs {
+            queue_seconds += start.duration_since(job.queued).as_secs_f64();
+            match self.spec(&job.request) {
+                Ok(spec) => sequences.push((job.reply, spec)),
+                Err(e) => {
+                    let _ = job.reply.send(Err(PolicyError(e.to_string())));
+                }
+            }
+        }
+        let model = &self.model;
+        let batch = &mut self.batch;
+        let admitted = std::panic::catch_unwind(AssertUnwindSafe(|| batch.admit(model, sequences)));
+        let done = match admitted {
+            Ok(done) => done,
+            Err(panic) => {
+                self.fail_all(&panic);
+                return;
+            }
+        };
+        let mut stats = lock(&self.stats);
+        stats.prefills += 1;
+        stats.prefill_tokens += tokens as u64;
+        stats.prefill_seconds += start.elapsed().as_secs_f64();
+        stats.queue_seconds += queue_seconds;
+        drop(stats);
+        self.reply(done);
+    }
+
+    fn spec(&self, request: &GenerateRequest) -> Result<SequenceSpec, GenerateError> {
+        crate::generate::check_prompts(&self.model, std::slice::from_ref(&request.context))?;
+        let params = SamplingParams {
+            temperature: request.temperature,
+            top_k: request.top_k,
+            top_p: request.top_p,
+            seed: request.seed,
+            ..SamplingParams::default()
+        };
+        let mut stop_ids = request.stop_ids.clone();
+        stop_ids.extend(self.model.eos_ids());
+        Ok(SequenceSpec {
+            prompt: request.context.clone(),
+            sampler: Sampler::new(&params, 0),
+            max_new_tokens: request.max_new_tokens,
+            stop_ids,
+            stop_strings: request.stop_strings.clone(),
+        })
+    }
+
+    fn step(&mut self) {
+        let dropped = self.batch.retain(|reply| !reply.is_closed());
+        if self.batch.is_empty() {
+            lock(&self.stats).abandoned += dropped as u64;
+            return;
+        }
+        let start = Instant::now();
+        let rows = self.batch.len() as u64;
+        let model = &self.model;
+        let batch = &mut self.batch;
+        let stepped = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            batch.step(model, model.tokenizer.as_ref())
+        }));
+        let done = match stepped {
+            Ok(done) => done,
+            Err(panic) => {
+                self.fail_all(&panic);
+                return;
+            }
+        };
+        let mut stats = lock(&self.stats);
+        stats.abandoned += dropped as u64;
+        stats.steps += 1;
+        stats.rows += rows;
+        stats.generated_tokens += rows;
+        stats.decode_seconds += start.elapsed().as_secs_f64();
+        drop(stats);
+        self.reply(done);
+    }
+
+    fn reply(&self, done: Vec<(Reply, Generation)>) {
+        lock(&self.stats).requests += done.len() as u64;
+        for (reply, generation) in done {
+            let end = match generation.finish_reason {
+                crate::generate::FinishReason::Stop => GenerationEnd::Stop,
+                crate::generate::FinishReason::Length => GenerationEnd::Length,
+            };
+            let _ = reply.send(Ok(Generated {
+                ids: generation.new_ids,
+                logprobs: generation.logprobs,
+                end,
+            }));
+        }
+    }
+
+    /// The model panicked: every running sequence gets the error, the engine goes on.
+    fn fail_all(&mut self, panic: &Box<dyn std::any::Any + Send>) {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into());
+        let batch = std::mem::take(&mut self.batch);
+        for reply in batch.into_keys() {
+            let _ = reply.send(Err(PolicyError(format!("the model panicked: {message}"))));
+        }
+    }
+}
