@@ -38,6 +38,22 @@ async fn slow() -> String {
     "late".into()
 }
 
+static ARRIVED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Waits (up to 5 s) for a second caller: "met" when one came, "alone" when not.
+#[tool]
+async fn meet() -> String {
+    use std::sync::atomic::Ordering;
+    ARRIVED.fetch_add(1, Ordering::SeqCst);
+    for _ in 0..500 {
+        if ARRIVED.load(Ordering::SeqCst) >= 2 {
+            return "met".into();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    "alone".into()
+}
+
 /// 1 when the response is the sample's answer.
 #[reward]
 fn right_answer(response: &str, answer: String) -> f32 {
@@ -64,7 +80,7 @@ fn fixture() -> Fixture {
         tokenizer,
         template,
         eot,
-        toolbox: Toolbox::from_names(&["add_numbers", "submit", "slow"]).unwrap(),
+        toolbox: Toolbox::from_names(&["add_numbers", "submit", "slow", "meet"]).unwrap(),
         rewards: Rewards::from_names(&["right_answer"]).unwrap(),
     }
 }
@@ -225,4 +241,28 @@ async fn budgets_end_chains() {
     assert_eq!(t.finish_reason, ChainEnd::Truncated);
     assert_eq!(t.tokens.len(), probe.prompt_len + 12);
     assert_eq!(t.sampled_tokens(), 12);
+}
+
+#[tokio::test]
+async fn calls_of_a_turn_run_concurrently_and_none_after_a_submitted_answer() {
+    let f = fixture();
+    let meet = "<tool_call>\n{\"name\": \"meet\", \"arguments\": {}}\n</tool_call>";
+    let first = format!("{meet}\n{meet}");
+    let second = "<tool_call>\n{\"name\": \"submit\", \"arguments\": {\"answer\": \"5\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"add_numbers\", \"arguments\": {\"a\": 1, \"b\": 1}}\n</tool_call>";
+    let script = [first.as_str(), second];
+    let (t, _) = run(&f, &script, &ChainConfig::default()).await;
+    let met: Vec<_> = t.turns[0]
+        .calls
+        .iter()
+        .map(|c| c.observation.as_str())
+        .collect();
+    assert_eq!(met, ["met", "met"], "both calls were running at once");
+    assert_eq!(t.finish_reason, ChainEnd::Answered);
+    let names: Vec<_> = t.turns[1].calls.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["submit"],
+        "the call after the submitted answer did not run"
+    );
+    check_mask(&t, &f, &script);
 }

@@ -1,5 +1,7 @@
 //! Datasets: the samples chains start from.
 
+mod jsonl;
 mod sample;
 
+pub use jsonl::{DataError, read_jsonl, write_jsonl};
 pub use sample::Sample;

@@ -307,65 +307,116 @@ impl ChainSetup<'_> {
         Ok(())
     }
 
-    /// Runs the calls of a turn in order; returns their records and, when a terminal tool
-    /// succeeded, the answer.
+    /// Runs the calls of a turn; returns their records, in the order written, and, when a
+    /// terminal tool succeeded, the answer (calls written after it do not run). Calls up
+    /// to a terminal one run concurrently: stateless tools each in a context of their own,
+    /// stateful ones in order in the chain's context (they share its environments).
     async fn call_all(
         &self,
         calls: Vec<CallParse>,
         ctx: &mut CallContext,
     ) -> (Vec<CallRecord>, Option<String>) {
         let mut records = Vec::with_capacity(calls.len());
-        let mut answer = None;
-        for call in calls {
-            let start = Instant::now();
-            let (name, arguments, observation): (String, Value, Observation) = match call {
-                CallParse::Call(call) => {
-                    let observation = self
-                        .toolbox
-                        .call(ctx, &call.name, call.arguments.clone())
-                        .await;
-                    (call.name, call.arguments, observation)
+        let mut rest = calls.into_iter();
+        loop {
+            let mut segment = Vec::new();
+            for call in rest.by_ref() {
+                let terminal = self.spec_of(&call).is_some_and(|s| s.options.terminal);
+                segment.push(call);
+                if terminal {
+                    break;
                 }
-                CallParse::Malformed { text, error } => (
-                    String::new(),
-                    Value::String(text),
-                    Observation {
-                        text: format!("Error: the tool call could not be read: {error}"),
-                        is_error: true,
-                        error_kind: None,
-                        terminal: false,
-                        truncated: false,
-                    },
-                ),
-            };
-            let error = if observation.is_error {
-                Some(
-                    observation
-                        .error_kind
-                        .map_or_else(|| "parse error".to_string(), |k| k.to_string()),
-                )
-            } else {
-                None
-            };
-            if observation.terminal && answer.is_none() {
-                answer = Some(match arguments.get("answer") {
-                    Some(Value::String(s)) => s.clone(),
-                    Some(other) => other.to_string(),
-                    None => observation.text.clone(),
-                });
             }
-            records.push(CallRecord {
-                name,
-                arguments,
-                observation: observation.text,
-                is_error: observation.is_error,
-                error,
-                seconds: start.elapsed().as_secs_f64(),
-            });
-            if answer.is_some() {
-                break;
+            if segment.is_empty() {
+                return (records, None);
+            }
+            for (record, answer) in self.call_segment(segment, ctx).await {
+                records.push(record);
+                if answer.is_some() {
+                    return (records, answer);
+                }
             }
         }
-        (records, answer)
+    }
+
+    fn spec_of(&self, call: &CallParse) -> Option<&'static crate::tool::ToolSpec> {
+        match call {
+            CallParse::Call(call) => self.toolbox.get(&call.name),
+            CallParse::Malformed { .. } => None,
+        }
+    }
+
+    async fn call_segment(
+        &self,
+        calls: Vec<CallParse>,
+        ctx: &mut CallContext,
+    ) -> Vec<(CallRecord, Option<String>)> {
+        let (stateful, stateless): (Vec<_>, Vec<_>) = calls
+            .into_iter()
+            .enumerate()
+            .partition(|(_, call)| self.spec_of(call).is_some_and(|s| s.options.env.is_some()));
+        let free =
+            futures_util::future::join_all(stateless.into_iter().map(|(i, call)| async move {
+                (i, self.one_call(&mut CallContext::new(), call).await)
+            }));
+        let bound = async {
+            let mut done = Vec::with_capacity(stateful.len());
+            for (i, call) in stateful {
+                done.push((i, self.one_call(ctx, call).await));
+            }
+            done
+        };
+        let (mut done, bound) = futures_util::future::join(free, bound).await;
+        done.extend(bound);
+        done.sort_by_key(|(i, _)| *i);
+        done.into_iter().map(|(_, outcome)| outcome).collect()
+    }
+
+    /// One call: its record and, when it is a terminal tool's success, the answer.
+    async fn one_call(
+        &self,
+        ctx: &mut CallContext,
+        call: CallParse,
+    ) -> (CallRecord, Option<String>) {
+        let start = Instant::now();
+        let (name, arguments, observation): (String, Value, Observation) = match call {
+            CallParse::Call(call) => {
+                let observation = self
+                    .toolbox
+                    .call(ctx, &call.name, call.arguments.clone())
+                    .await;
+                (call.name, call.arguments, observation)
+            }
+            CallParse::Malformed { text, error } => (
+                String::new(),
+                Value::String(text),
+                Observation {
+                    text: format!("Error: the tool call could not be read: {error}"),
+                    is_error: true,
+                    error_kind: None,
+                    terminal: false,
+                    truncated: false,
+                },
+            ),
+        };
+        let error = observation.is_error.then(|| {
+            observation
+                .error_kind
+                .map_or_else(|| "parse error".to_string(), |k| k.to_string())
+        });
+        let answer = observation.terminal.then(|| match arguments.get("answer") {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => observation.text.clone(),
+        });
+        let record = CallRecord {
+            name,
+            arguments,
+            observation: observation.text,
+            is_error: observation.is_error,
+            error,
+            seconds: start.elapsed().as_secs_f64(),
+        };
+        (record, answer)
     }
 }
