@@ -31,6 +31,8 @@ enum Command {
     Logits(commands::logits::Args),
     /// Render a chat template over a conversation, exactly.
     Render(commands::render::Args),
+    /// Run n chains per sample of a dataset and write the trajectories.
+    Rollout(commands::rollout::Args),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
             Command::Generate(args) => commands::generate::run(args),
             Command::Logits(args) => commands::logits::run(args),
             Command::Render(args) => commands::render::run(args),
+            Command::Rollout(args) => commands::rollout::run(args),
         });
     match result {
         Ok(code) => code,

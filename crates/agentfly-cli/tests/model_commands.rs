@@ -183,3 +183,106 @@ fn bad_model_paths_and_devices_fail_clearly() {
         "{err}"
     );
 }
+
+#[test]
+fn rollout_writes_one_line_per_trajectory_and_a_summary() {
+    let shot = serde_json::json!([
+        {"role": "user", "content": "What is 17 * 3?"},
+        {"role": "assistant", "content": "<tool_call>{\"name\": \"calculator\", \"arguments\": {\"expression\": \"17 * 3\"}}</tool_call>"},
+        {"role": "tool", "name": "calculator", "content": "51"},
+        {"role": "assistant", "content": "<tool_call>{\"name\": \"submit_answer\", \"arguments\": {\"answer\": \"51\"}}</tool_call>"},
+        {"role": "tool", "name": "submit_answer", "content": "Answer submitted: 51"}
+    ]);
+    let data = temp("rollout.jsonl");
+    let mut lines = String::new();
+    for (id, q, a) in [
+        ("x", "What is 123 * 45?", 5535),
+        ("y", "What is 56 * 78?", 4368),
+    ] {
+        let mut messages = shot.as_array().unwrap().clone();
+        messages.push(serde_json::json!({"role": "user", "content": q}));
+        lines.push_str(
+            &serde_json::json!({"id": id, "messages": messages, "answer": a}).to_string(),
+        );
+        lines.push('\n');
+    }
+    std::fs::write(&data, lines).unwrap();
+    let out = temp("traj.jsonl");
+    let model = smollm2();
+    let run = agentfly(&[
+        "rollout",
+        "--model",
+        model.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+        "--tools",
+        "calculator,submit_answer",
+        "--reward",
+        "exact_numeric",
+        "--chains",
+        "2",
+        "--max-turns",
+        "2",
+        "--max-tokens-per-turn",
+        "32",
+        "--temperature",
+        "0.7",
+        "--seed",
+        "1",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let summary: Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(summary["trajectories"], 4);
+    assert_eq!(summary["samples"], 2);
+    assert!(summary["engine"]["requests"].as_u64().unwrap() >= 4);
+    let text = std::fs::read_to_string(&out).unwrap();
+    let rows: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 4);
+    let mut rewards = 0.0;
+    for (k, row) in rows.iter().enumerate() {
+        assert_eq!(row["sample_id"], ["x", "x", "y", "y"][k]);
+        assert_eq!(row["chain"], k % 2);
+        let n = row["tokens"].as_array().unwrap().len();
+        assert_eq!(row["loss_mask"].as_array().unwrap().len(), n);
+        assert_eq!(row["logprobs"].as_array().unwrap().len(), n);
+        assert!(!row["turns"].as_array().unwrap().is_empty());
+        assert!(row["finish_reason"].is_string());
+        rewards += row["reward"].as_f64().unwrap();
+    }
+    let mean = summary["reward_mean"].as_f64().unwrap();
+    assert!((mean - rewards / 4.0).abs() < 1e-6);
+
+    // Mistakes are named.
+    let bad = Command::new(env!("CARGO_BIN_EXE_agentfly"))
+        .args([
+            "rollout",
+            "--model",
+            model.to_str().unwrap(),
+            "--data",
+            data.to_str().unwrap(),
+        ])
+        .args(["--tools", "calculator,nope", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("nope"));
+    std::fs::write(&data, "{\"id\": 1}\nnot json\n").unwrap();
+    let bad = Command::new(env!("CARGO_BIN_EXE_agentfly"))
+        .args([
+            "rollout",
+            "--model",
+            model.to_str().unwrap(),
+            "--data",
+            data.to_str().unwrap(),
+        ])
+        .args(["--tools", "calculator", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("rollout.jsonl:2: not valid JSON"), "{err}");
+}

@@ -6,4 +6,5 @@ pub mod logits;
 mod model_args;
 pub mod render;
 pub mod rewards;
+pub mod rollout;
 pub mod tools;

@@ -1,0 +1,239 @@
+//! `agentfly rollout`: n chains per sample of a JSONL dataset with the model, the tools and
+//! a reward; one JSON line per trajectory, and a summary.
+
+use super::model_args::ModelArgs;
+use agentfly_core::env::{EnvPools, PoolConfig};
+use agentfly_core::rollout::format::format_by_name;
+use agentfly_core::rollout::{ChainConfig, ChainSetup, Rollout};
+use agentfly_core::{Rewards, Toolbox, data};
+use agentfly_trainer::engine::{Engine, EngineConfig};
+use anyhow::{Context, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Options of `agentfly rollout`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// The samples: one JSON object per line with an `id` and a `question`, `prompt` or
+    /// `messages` field (and whatever the reward reads, e.g. `answer`).
+    #[arg(long)]
+    data: PathBuf,
+    /// The tools the model may call, comma-separated (see `agentfly tools`).
+    #[arg(long, value_delimiter = ',', required = true)]
+    tools: Vec<String>,
+    /// The reward that scores each trajectory (see `agentfly rewards`).
+    #[arg(long)]
+    reward: Option<String>,
+    /// How the model writes tool calls: hermes, react or code.
+    #[arg(long, default_value = "hermes")]
+    format: String,
+    /// Chains per sample.
+    #[arg(long, default_value_t = 1)]
+    chains: usize,
+    /// The most model turns per chain.
+    #[arg(long, default_value_t = 4)]
+    max_turns: usize,
+    /// The most tokens one turn may generate.
+    #[arg(long, default_value_t = 256)]
+    max_tokens_per_turn: usize,
+    /// The most tokens of a trajectory, prompt included.
+    #[arg(long, default_value_t = 2048)]
+    max_total_tokens: usize,
+    /// A system message before each sample's messages.
+    #[arg(long, conflicts_with = "system_prompt_file")]
+    system_prompt: Option<String>,
+    /// A file holding the system message.
+    #[arg(long)]
+    system_prompt_file: Option<PathBuf>,
+    /// Sampling temperature (0 = greedy).
+    #[arg(long, default_value_t = 1.0)]
+    temperature: f32,
+    /// Nucleus sampling threshold.
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f32,
+    /// Keep only the k most likely tokens (0 = off).
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
+    /// The run's seed (chain c of sample i samples with a seed derived from it).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// The most chains running at once.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// The most sequences the engine decodes at once.
+    #[arg(long, default_value_t = 64)]
+    max_batch: usize,
+    /// The most instances of each environment (e.g. Python sandboxes).
+    #[arg(long, default_value_t = 8)]
+    env_capacity: usize,
+    /// Only the first N samples.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Where to write the trajectories (JSON Lines).
+    #[arg(long)]
+    out: PathBuf,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.chains == 0 {
+        bail!("--chains must be at least 1");
+    }
+    if !(args.temperature >= 0.0 && args.temperature.is_finite()) {
+        bail!("--temperature must be 0 (greedy) or a positive number");
+    }
+    if !(args.top_p > 0.0 && args.top_p <= 1.0) {
+        bail!("--top-p must be in (0, 1]");
+    }
+    let format = format_by_name(&args.format)
+        .with_context(|| format!("unknown --format `{}` (hermes, react or code)", args.format))?;
+    let toolbox = Toolbox::from_names(&args.tools)?;
+    let rewards = match &args.reward {
+        Some(name) => Some(Rewards::from_names(std::slice::from_ref(name))?),
+        None => None,
+    };
+    let mut samples = data::read_jsonl(&args.data)?;
+    if let Some(limit) = args.limit {
+        samples.truncate(limit);
+    }
+    if samples.is_empty() {
+        bail!("{} holds no samples", args.data.display());
+    }
+    let system_prompt = match (&args.system_prompt, &args.system_prompt_file) {
+        (Some(text), _) => text.clone(),
+        (None, Some(path)) => {
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
+        }
+        (None, None) => String::new(),
+    };
+
+    let model = args.model.load()?;
+    let path = args.model.model.display().to_string();
+    let tokenizer = model
+        .tokenizer
+        .clone()
+        .with_context(|| format!("{path} has no tokenizer"))?;
+    let template = model
+        .chat_template()?
+        .with_context(|| format!("{path} has no chat template"))?;
+    let end_of_turn = model.eos_ids();
+    let engine = Engine::start(
+        model,
+        EngineConfig {
+            max_batch: args.max_batch,
+            ..EngineConfig::default()
+        },
+    );
+    let config = ChainConfig {
+        max_turns: args.max_turns,
+        max_tokens_per_turn: args.max_tokens_per_turn,
+        max_total_tokens: args.max_total_tokens,
+        system_prompt,
+        temperature: args.temperature,
+        top_p: args.top_p,
+        top_k: args.top_k,
+    };
+    let pools = EnvPools::new(PoolConfig {
+        capacity: args.env_capacity.max(1),
+        ..PoolConfig::default()
+    });
+    let rollout = Rollout {
+        setup: ChainSetup {
+            policy: &engine,
+            toolbox: &toolbox,
+            format: format.as_ref(),
+            template: &template,
+            tokenizer: &tokenizer,
+            end_of_turn: &end_of_turn,
+            rewards: rewards.as_ref().zip(args.reward.as_deref()),
+            config: &config,
+        },
+        pools: pools.clone(),
+        chains: args.chains,
+        concurrency: args.concurrency,
+        seed: args.seed,
+    };
+
+    let total = samples.len() * args.chains;
+    let bar = ProgressBar::new(total as u64).with_style(
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} trajectories, {per_sec} ({eta} left) {msg}",
+        )
+        .expect("a valid template")
+        .progress_chars("=> "),
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let output = runtime.block_on(async {
+        let mut rewarded = (0.0, 0usize);
+        let output = rollout
+            .run(&samples, |t| {
+                if let Some(r) = t.reward {
+                    rewarded.0 += f64::from(r);
+                    rewarded.1 += 1;
+                    bar.set_message(format!("reward {:.3}", rewarded.0 / rewarded.1 as f64));
+                }
+                bar.inc(1);
+            })
+            .await;
+        pools.close().await;
+        output
+    });
+    runtime.shutdown_background();
+    bar.finish_and_clear();
+    drop(rollout);
+    let stats = engine.stats();
+    drop(engine);
+
+    write_trajectories(&args.out, &output.trajectories)?;
+    if args.json {
+        let mut summary = serde_json::to_value(&output.summary)?;
+        summary["engine"] = serde_json::to_value(&stats)?;
+        println!("{summary}");
+    } else {
+        println!("{}", output.summary);
+        println!(
+            "engine         {} requests, mean batch {:.1}, {} prefill passes ({} tokens), busy {:.1} s",
+            stats.requests,
+            stats.mean_batch(),
+            stats.prefills,
+            stats.prefill_tokens,
+            stats.busy_seconds()
+        );
+        println!("written        {}", args.out.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes one JSON line per trajectory, atomically (a temporary file renamed over `path`).
+fn write_trajectories(
+    path: &Path,
+    trajectories: &[agentfly_core::rollout::Trajectory],
+) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut file = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+    {
+        let mut out = std::io::BufWriter::new(file.as_file_mut());
+        for t in trajectories {
+            serde_json::to_writer(&mut out, t)?;
+            out.write_all(b"\n")?;
+        }
+        out.flush()?;
+    }
+    file.persist(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
