@@ -7,8 +7,9 @@
 //! | [`registry`] | how registered items are found, duplicate names, [`link!`] |
 //! | [`env`] | the [`Env`](env::Env) contract, bounded leasing pools |
 //! | [`chat`] | tokenizer and chat templates |
-//! | [`data`] | dataset samples |
-//! | [`rollout`] | trajectories (filled in by the rollout) |
+//! | [`data`] | dataset samples, JSONL |
+//! | [`rollout`] | tool-call formats, the `Policy` contract, chains, trajectories, rollouts |
+//! | [`rl`] | advantage estimators (GRPO, RLOO, REINFORCE++, GAE), dynamic sampling |
 //!
 //! # Tools
 //!
@@ -101,6 +102,7 @@ pub mod data;
 pub mod env;
 pub mod registry;
 pub mod reward;
+pub mod rl;
 pub mod rollout;
 pub mod tool;
 
