@@ -6,10 +6,11 @@
 //! | [`io`] | Hugging Face directories and GGUF files in, Hugging Face directories out |
 //! | [`generate`] | batched KV-cache generation and sampling |
 //! | [`engine`] | the generation engine: the model on its own thread, continuous batching, core's `Policy` |
+//! | [`train`] | per-token log-probs, masked PPO-family and SFT losses, AdamW with global-norm clipping |
 //! | [`device`] | choosing the Burn device (`cpu`, `wgpu`, `cuda:N`) |
 //!
-//! Planned: `train` (log-probabilities, masked PPO / GRPO / RLOO / REINFORCE++ losses,
-//! AdamW, checkpoints).
+//! Planned: the training loop (micro-batching, PPO epochs, checkpoints, metrics) and the
+//! `Trainer` composed from a TOML config.
 
 #![warn(missing_docs)]
 
@@ -19,6 +20,7 @@ pub mod error;
 pub mod generate;
 pub mod io;
 pub mod model;
+pub mod train;
 
 pub use error::ModelError;
 pub use io::Pretrained;

@@ -1,0 +1,80 @@
+//! Per-token log-probabilities (and entropies) of given ids, one forward pass per padded
+//! micro-batch: `gather(target) − logsumexp`, never a full-vocabulary log-softmax kept
+//! around.
+
+use crate::model::{Decoder, Rope};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+/// Sequences right-padded into one `[batch, len]` id tensor. Padding sits after each
+/// sequence, so a plain causal pass gives every real position what it would alone.
+#[derive(Debug, Clone)]
+pub struct Packed {
+    /// `[batch, len]` ids (0 after each sequence's end).
+    pub ids: Tensor<2, Int>,
+    /// Each sequence's length.
+    pub lens: Vec<usize>,
+}
+
+impl Packed {
+    /// Right-pads `sequences` (each at least 2 tokens long) to the longest.
+    pub fn new(sequences: &[&[u32]], device: &Device) -> Self {
+        let len = sequences.iter().map(|s| s.len()).max().unwrap_or(0);
+        let mut ids = Vec::with_capacity(sequences.len() * len);
+        for s in sequences {
+            ids.extend(s.iter().map(|&t| i64::from(t)));
+            ids.extend(std::iter::repeat_n(0i64, len - s.len()));
+        }
+        Self {
+            ids: Tensor::from_data(TensorData::new(ids, [sequences.len(), len]), device),
+            lens: sequences.iter().map(|s| s.len()).collect(),
+        }
+    }
+
+    /// The padded length.
+    pub fn len(&self) -> usize {
+        self.ids.dims()[1]
+    }
+
+    /// No positions?
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// `[batch, len − 1]`: at position t, the log-probability of id t+1 given ids ..=t, and,
+/// when asked, the entropy of that next-token distribution.
+pub fn token_logprobs(
+    decoder: &Decoder,
+    rope: &Rope,
+    ids: Tensor<2, Int>,
+    with_entropy: bool,
+) -> (Tensor<2>, Option<Tensor<2>>) {
+    let [_, len] = ids.dims();
+    let logits = decoder.forward(ids.clone(), rope).narrow(1, 0, len - 1);
+    logprobs_from_logits(logits, ids.narrow(1, 1, len - 1), with_entropy)
+}
+
+/// The log-probability of each `targets` id `[batch, t]` under `logits` `[batch, t, vocab]`,
+/// and optionally the entropies.
+pub fn logprobs_from_logits(
+    logits: Tensor<3>,
+    targets: Tensor<2, Int>,
+    with_entropy: bool,
+) -> (Tensor<2>, Option<Tensor<2>>) {
+    let picked = logits
+        .clone()
+        .gather(2, targets.unsqueeze_dim::<3>(2))
+        .squeeze_dim::<2>(2);
+    // logsumexp, stabilised by the row maximum (a constant for the gradient).
+    let max = logits.clone().max_dim(2).detach();
+    let shifted = logits.clone() - max.clone();
+    let exp = shifted.exp();
+    let sum = exp.clone().sum_dim(2);
+    let lse = sum.clone().log() + max;
+    let entropy = with_entropy.then(|| {
+        // H = lse − Σ p·x, with p = exp(x − max) / Σ.
+        let expected = (exp * logits).sum_dim(2) / sum;
+        (lse.clone() - expected).squeeze_dim::<2>(2)
+    });
+    (picked - lse.squeeze_dim::<2>(2), entropy)
+}

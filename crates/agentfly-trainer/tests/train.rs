@@ -1,0 +1,321 @@
+//! The training pieces on the tiny Qwen2 fixture, on Burn's autodiff: masked tokens get
+//! exactly zero gradient, autodiff gradients match finite differences, micro-batches add
+//! up to the batch, and AdamW steps lower the SFT loss.
+
+mod common;
+
+use agentfly_trainer::Pretrained;
+use agentfly_trainer::model::Decoder;
+use agentfly_trainer::train::{
+    KlEstimator, LossAggregation, OptimConfig, Packed, PolicyLossConfig, PolicyLossInput,
+    aggregation_weights, clip_grad_norm, grad_norm, logprobs_from_logits, policy_loss, sft_loss,
+    token_logprobs,
+};
+use burn::module::{Module, Param};
+use burn::optim::{GradientsAccumulator, GradientsParams};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+fn load(device: &Device) -> Pretrained {
+    Pretrained::load(common::fixtures().join("tiny-qwen2"), device).unwrap()
+}
+
+fn autodiff() -> Device {
+    common::device().autodiff()
+}
+
+fn t2(values: Vec<f32>, shape: [usize; 2], device: &Device) -> Tensor<2> {
+    Tensor::from_data(TensorData::new(values, shape), device)
+}
+
+fn host(t: Tensor<2>) -> Vec<f32> {
+    t.into_data().try_to_vec::<f32>().unwrap()
+}
+
+/// Two sequences (the second shorter, right-padded) and a mask over their targets.
+fn batch() -> (Vec<Vec<u32>>, Vec<Vec<f32>>) {
+    let seqs = vec![
+        vec![5, 17, 200, 31, 9, 44, 101, 7, 12],
+        vec![3, 88, 120, 64, 2, 19],
+    ];
+    // Targets are ids 1..len: mask 1 on "sampled" ones, 0 on prompt/observations/padding.
+    let masks = vec![
+        vec![0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0],
+        vec![0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0],
+    ];
+    (seqs, masks)
+}
+
+fn advantages() -> Vec<f32> {
+    (0..16).map(|i| ((i * 7 % 5) as f32 - 2.0) * 0.3).collect()
+}
+
+#[test]
+fn masked_positions_get_exactly_zero_gradient() {
+    let device = autodiff();
+    let model = load(&device);
+    let (seqs, masks) = batch();
+    let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    let packed = Packed::new(&refs, &device);
+    let len = packed.len();
+    // The logits as a leaf, so their gradient can be read.
+    let logits = model
+        .decoder
+        .forward(packed.ids.clone(), &model.rope)
+        .narrow(1, 0, len - 1)
+        .detach()
+        .require_grad();
+    let (logprobs, entropy) = logprobs_from_logits(
+        logits.clone(),
+        packed.ids.clone().narrow(1, 1, len - 1),
+        true,
+    );
+    let old = logprobs.clone().detach() + 0.05; // ratios away from 1
+    let weights = aggregation_weights(&masks, LossAggregation::TokenMean);
+    let loss = policy_loss(
+        PolicyLossInput {
+            logprobs: logprobs.clone(),
+            old_logprobs: old,
+            ref_logprobs: Some(logprobs.clone().detach() - 0.1),
+            advantages: t2(advantages(), [2, len - 1], &device),
+            weights: t2(weights.concat(), [2, len - 1], &device),
+            entropy,
+        },
+        &PolicyLossConfig {
+            kl_coef: 0.1,
+            entropy_coef: 0.01,
+            ..PolicyLossConfig::default()
+        },
+    );
+    let grads = loss.loss.backward();
+    let g = logits.grad(&grads).unwrap();
+    let vocab = g.dims()[2];
+    let g: Vec<f32> = g.into_data().try_to_vec::<f32>().unwrap();
+    for (row, mask) in masks.iter().enumerate() {
+        for (t, &m) in mask.iter().enumerate() {
+            let start = (row * (len - 1) + t) * vocab;
+            let cells = &g[start..start + vocab];
+            if m == 0.0 {
+                assert!(
+                    cells.iter().all(|&x| x == 0.0),
+                    "row {row} position {t} is masked"
+                );
+            } else {
+                assert!(
+                    cells.iter().any(|&x| x != 0.0),
+                    "row {row} position {t} learns"
+                );
+            }
+        }
+    }
+}
+
+/// The policy loss of the batch under `decoder`, with fixed old / reference log-probs.
+fn loss_of(
+    decoder: &Decoder,
+    model: &Pretrained,
+    device: &Device,
+    fixed: &[Vec<f32>; 2],
+) -> Tensor<1> {
+    let (seqs, masks) = batch();
+    let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    let packed = Packed::new(&refs, device);
+    let len = packed.len();
+    let (logprobs, entropy) = token_logprobs(decoder, &model.rope, packed.ids, true);
+    let weights = aggregation_weights(&masks, LossAggregation::SeqMeanTokenMean);
+    policy_loss(
+        PolicyLossInput {
+            logprobs,
+            old_logprobs: t2(fixed[0].clone(), [2, len - 1], device),
+            ref_logprobs: Some(t2(fixed[1].clone(), [2, len - 1], device)),
+            advantages: t2(advantages(), [2, len - 1], device),
+            weights: t2(weights.concat(), [2, len - 1], device),
+            entropy,
+        },
+        &PolicyLossConfig {
+            kl_coef: 0.2,
+            kl_estimator: KlEstimator::K3,
+            entropy_coef: 0.05,
+            ..PolicyLossConfig::default()
+        },
+    )
+    .loss
+}
+
+#[test]
+fn gradients_match_finite_differences() {
+    let device = autodiff();
+    let model = load(&device);
+    let (seqs, _) = batch();
+    let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    let packed = Packed::new(&refs, &device);
+    let plain = model.decoder.valid();
+    let (lp, _) = token_logprobs(&plain, &model.rope, packed.ids.clone().inner(), false);
+    let lp = host(lp);
+    let fixed = [
+        lp.iter().map(|x| x + 0.03).collect::<Vec<_>>(),
+        lp.iter().map(|x| x - 0.2).collect::<Vec<_>>(),
+    ];
+    let loss = loss_of(&model.decoder, &model, &device, &fixed);
+    let grads = GradientsParams::from_grads(loss.backward(), &model.decoder);
+    let norm_grad: Vec<f32> = grads
+        .get::<1>(model.decoder.norm.weight.id)
+        .unwrap()
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+    let down = &model.decoder.blocks[0].mlp.down.weight;
+    let down_grad: Vec<f32> = grads
+        .get::<2>(down.id)
+        .unwrap()
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+
+    let plain_device = common::device();
+    let eval = |decoder: &Decoder| -> f64 {
+        f64::from(loss_of(decoder, &model, &plain_device, &fixed).into_scalar::<f32>())
+    };
+    let h = 1e-2f32;
+    let mut checked = 0;
+    // Entries of the final norm (1-D) and of an MLP projection (2-D).
+    for i in [0usize, 7, 31] {
+        let bump = |delta: f32| {
+            let mut d = plain.clone();
+            let mut w: Vec<f32> = d.norm.weight.val().into_data().try_to_vec::<f32>().unwrap();
+            w[i] += delta;
+            let n = w.len();
+            d.norm.weight =
+                Param::from_tensor(Tensor::from_data(TensorData::new(w, [n]), &plain_device));
+            d
+        };
+        let fd = (eval(&bump(h)) - eval(&bump(-h))) / (2.0 * f64::from(h));
+        let ad = f64::from(norm_grad[i]);
+        assert!(
+            (fd - ad).abs() < 2e-3 + 0.03 * ad.abs(),
+            "norm[{i}]: autodiff {ad} vs finite difference {fd}"
+        );
+        checked += usize::from(ad.abs() > 1e-4);
+    }
+    let [rows, cols] = down.val().dims();
+    for i in [3usize, rows * cols / 2 + 5, rows * cols - 2] {
+        let bump = |delta: f32| {
+            let mut d = plain.clone();
+            let mut w: Vec<f32> = d.blocks[0]
+                .mlp
+                .down
+                .weight
+                .val()
+                .into_data()
+                .try_to_vec::<f32>()
+                .unwrap();
+            w[i] += delta;
+            d.blocks[0].mlp.down.weight = Param::from_tensor(Tensor::from_data(
+                TensorData::new(w, [rows, cols]),
+                &plain_device,
+            ));
+            d
+        };
+        let fd = (eval(&bump(h)) - eval(&bump(-h))) / (2.0 * f64::from(h));
+        let ad = f64::from(down_grad[i]);
+        assert!(
+            (fd - ad).abs() < 2e-3 + 0.03 * ad.abs(),
+            "down[{i}]: autodiff {ad} vs finite difference {fd}"
+        );
+        checked += usize::from(ad.abs() > 1e-4);
+    }
+    assert!(checked >= 4, "most checked gradients are not negligible");
+}
+
+#[test]
+fn micro_batches_add_up_to_the_batch() {
+    let device = autodiff();
+    let model = load(&device);
+    let (seqs, masks) = batch();
+    let weights = aggregation_weights(&masks, LossAggregation::TokenMean);
+    let sft = |rows: &[usize]| {
+        let refs: Vec<&[u32]> = rows.iter().map(|&r| seqs[r].as_slice()).collect();
+        let packed = Packed::new(&refs, &device);
+        let len = packed.len();
+        let (lp, _) = token_logprobs(&model.decoder, &model.rope, packed.ids, false);
+        let w: Vec<f32> = rows
+            .iter()
+            .flat_map(|&r| {
+                let mut w = weights[r][..len - 1].to_vec();
+                w.resize(len - 1, 0.0);
+                w
+            })
+            .collect();
+        sft_loss(lp, t2(w, [rows.len(), len - 1], &device))
+    };
+    let whole = GradientsParams::from_grads(sft(&[0, 1]).backward(), &model.decoder);
+    let mut acc = GradientsAccumulator::new();
+    acc.accumulate(
+        &model.decoder,
+        GradientsParams::from_grads(sft(&[0]).backward(), &model.decoder),
+    );
+    acc.accumulate(
+        &model.decoder,
+        GradientsParams::from_grads(sft(&[1]).backward(), &model.decoder),
+    );
+    let parts = acc.grads();
+    let a = grad_norm(&model.decoder, &whole);
+    let b = grad_norm(&model.decoder, &parts);
+    assert!(a > 0.0 && (a - b).abs() < 1e-4 * a, "{a} vs {b}");
+    let id = model.decoder.embed.id;
+    let ga: Vec<f32> = whole
+        .get::<2>(id)
+        .unwrap()
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+    let gb: Vec<f32> = parts
+        .get::<2>(id)
+        .unwrap()
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+    let diff = ga
+        .iter()
+        .zip(&gb)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max);
+    assert!(diff < 1e-6, "max |Δgrad| = {diff}");
+}
+
+#[test]
+fn adamw_steps_lower_the_sft_loss_and_clipping_bounds_the_norm() {
+    let device = autodiff();
+    let model = load(&device);
+    let (seqs, masks) = batch();
+    let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    let packed = Packed::new(&refs, &device);
+    let len = packed.len();
+    let weights = aggregation_weights(&masks, LossAggregation::TokenMean).concat();
+    let config = OptimConfig {
+        lr: 1e-2,
+        max_grad_norm: 0.5,
+        ..OptimConfig::default()
+    };
+    let mut optim = config.init();
+    let mut decoder = model.decoder.clone();
+    let mut losses = Vec::new();
+    for step in 0..6 {
+        let (lp, _) = token_logprobs(&decoder, &model.rope, packed.ids.clone(), false);
+        let loss = sft_loss(lp, t2(weights.clone(), [2, len - 1], &device));
+        losses.push(loss.clone().into_scalar::<f32>());
+        let mut grads = GradientsParams::from_grads(loss.backward(), &decoder);
+        let before = clip_grad_norm(&decoder, &mut grads, config.max_grad_norm);
+        assert!(before.is_finite() && before > 0.0);
+        let after = grad_norm(&decoder, &grads);
+        assert!(after <= config.max_grad_norm * 1.0001, "clipped to {after}");
+        decoder = optim.step(config.lr_at(step, 6), decoder, grads);
+    }
+    assert!(losses[5] < losses[0] * 0.8, "SFT loss fell: {losses:?}");
+
+    // A NaN gradient is reported as a non-finite norm, and nothing is scaled.
+    let (lp, _) = token_logprobs(&decoder, &model.rope, packed.ids.clone(), false);
+    let nan = sft_loss(lp, t2(vec![f32::NAN; 2 * (len - 1)], [2, len - 1], &device));
+    let mut grads = GradientsParams::from_grads(nan.backward(), &decoder);
+    assert!(!clip_grad_norm(&decoder, &mut grads, 1.0).is_finite());
+    let _: Tensor<2, Int> = packed.ids;
+}
