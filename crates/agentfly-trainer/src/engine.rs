@@ -34,6 +34,10 @@ pub struct EngineConfig {
     /// the chains of one sample start together and share their prompt's prefill.
     #[serde(with = "agentfly_core::env::duration_secs")]
     pub gather: Duration,
+    /// Positions of earlier contexts whose keys and values are kept for reuse: a request
+    /// is prefilled only after the longest cached prefix of its context (the shared
+    /// system prompt, or its chain's previous turn). 0 turns the cache off.
+    pub prefix_cache_tokens: usize,
 }
 
 impl Default for EngineConfig {
@@ -42,6 +46,7 @@ impl Default for EngineConfig {
             max_batch: 64,
             max_prefill_tokens: 16_384,
             gather: Duration::from_millis(3),
+            prefix_cache_tokens: 32_768,
         }
     }
 }
@@ -63,6 +68,10 @@ pub struct EngineStats {
     pub prefill_tokens: u64,
     /// Tokens generated.
     pub generated_tokens: u64,
+    /// Requests prefilled after a cached prefix.
+    pub prefix_hits: u64,
+    /// Positions those requests did not have to prefill.
+    pub prefix_reused_tokens: u64,
     /// Seconds spent prefilling.
     pub prefill_seconds: f64,
     /// Seconds spent in decode steps.
@@ -128,10 +137,10 @@ impl Engine {
         let max_context = model.config.max_position_embeddings;
         let worker = Worker {
             model,
-            config,
             receiver,
             pending: VecDeque::new(),
-            batch: DecodeBatch::new(),
+            batch: DecodeBatch::with_prefix_cache(config.prefix_cache_tokens),
+            config,
             stats: stats.clone(),
             open: true,
         };
@@ -276,6 +285,8 @@ impl Worker {
                 let model = &mut self.model;
                 // A panicking task drops its reply channel: the caller gets an error.
                 let _ = std::panic::catch_unwind(AssertUnwindSafe(move || task(model)));
+                // The weights may have changed: cached keys and values are stale.
+                self.batch.clear_prefix_cache();
             }
         }
     }
@@ -334,7 +345,10 @@ impl Worker {
                 return;
             }
         };
+        let (hits, reused) = self.batch.prefix_stats();
         let mut stats = lock(&self.stats);
+        stats.prefix_hits = hits;
+        stats.prefix_reused_tokens = reused;
         stats.prefills += 1;
         stats.prefill_tokens += tokens as u64;
         stats.prefill_seconds += start.elapsed().as_secs_f64();
@@ -415,8 +429,8 @@ impl Worker {
             .map(|s| s.to_string())
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "a panic".into());
-        let batch = std::mem::take(&mut self.batch);
-        for reply in batch.into_keys() {
+        self.batch.clear_prefix_cache();
+        for reply in self.batch.abort() {
             let _ = reply.send(Err(PolicyError(format!("the model panicked: {message}"))));
         }
     }

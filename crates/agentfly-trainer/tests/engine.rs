@@ -148,7 +148,8 @@ async fn an_abandoned_request_leaves_the_batch() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn model_tasks_run_between_batches_and_change_what_is_generated() {
     let engine = Arc::new(Engine::start(load(), EngineConfig::default()));
-    let r = request(vec![5, 6, 7, 8, 9], 6, 0.0, 1);
+    // Long enough for the prefix cache.
+    let r = request((5..29).collect(), 6, 0.0, 1);
     let before = engine.generate(r.clone()).await.unwrap();
     // A running request finishes under the old weights before the task runs.
     let running = {
@@ -158,12 +159,15 @@ async fn model_tasks_run_between_batches_and_change_what_is_generated() {
     };
     tokio::time::sleep(Duration::from_millis(2)).await;
     let updater = engine.clone();
+    // New "weights" that change every key and value: a stale prefix cache would show.
+    let change = |model: &mut Pretrained| {
+        let qkv = &mut model.decoder.blocks[0].attention.qkv;
+        qkv.weight = burn::module::Param::from_tensor(qkv.weight.val() * 1.5);
+    };
     let layers = tokio::task::spawn_blocking(move || {
         updater
-            .with_model(|model| {
-                // New "weights": a scaled output norm changes every logit.
-                let w = model.decoder.norm.weight.val() * 3.0;
-                model.decoder.norm.weight = burn::module::Param::from_tensor(w);
+            .with_model(move |model| {
+                change(model);
                 model.config.num_hidden_layers
             })
             .unwrap()
@@ -172,9 +176,63 @@ async fn model_tasks_run_between_batches_and_change_what_is_generated() {
     .unwrap();
     assert_eq!(layers, 2);
     assert_eq!(running.await.unwrap().ids, before.ids);
-    let after = engine.generate(r).await.unwrap();
-    assert_ne!(
-        after.logprobs, before.logprobs,
-        "requests after the task see the new weights"
+    let after = engine.generate(r.clone()).await.unwrap();
+    let mut changed = load();
+    change(&mut changed);
+    let (ids, logprobs) = alone(&changed, &r);
+    assert_eq!(after.ids, ids);
+    for (x, y) in after.logprobs.iter().zip(&logprobs) {
+        assert!(
+            (x - y).abs() < 1e-4,
+            "requests after the task see the new weights: {x} vs {y}"
+        );
+    }
+    assert_ne!(after.logprobs, before.logprobs);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_prefixes_and_previous_turns_are_not_prefilled_again() {
+    let model = load();
+    let shared: Vec<u32> = (0..40).map(|t| 20 + (t * 11) % 400).collect();
+    let with = |tail: &[u32]| [shared.as_slice(), tail].concat();
+    let first = [
+        request(with(&[5, 6, 7]), 8, 0.0, 1),
+        request(with(&[9, 10]), 8, 0.8, 2),
+    ];
+    let expected: Vec<_> = first.iter().map(|r| alone(&model, r)).collect();
+    let engine = Engine::start(model, EngineConfig::default());
+    let a = engine.generate(first[0].clone()).await.unwrap();
+    assert_eq!(a.ids, expected[0].0);
+    // The second shares the first's 40-token prefix.
+    let b = engine.generate(first[1].clone()).await.unwrap();
+    assert_eq!(b.ids, expected[1].0);
+    for (x, y) in b.logprobs.iter().zip(&expected[1].1) {
+        assert!((x - y).abs() < 1e-4, "{x} vs {y}");
+    }
+    let stats = engine.stats();
+    assert_eq!(stats.prefix_hits, 1, "{stats:?}");
+    assert!(stats.prefix_reused_tokens >= 40, "{stats:?}");
+    // A next turn: the first context, what was generated, and an observation.
+    let next = request(
+        [first[0].context.clone(), a.ids.clone(), vec![30, 31, 32]].concat(),
+        6,
+        0.0,
+        3,
+    );
+    let reference =
+        Pretrained::load(common::fixtures().join("tiny-qwen2"), &common::device()).unwrap();
+    let (ids, logprobs) = alone(&reference, &next);
+    let got = engine.generate(next.clone()).await.unwrap();
+    assert_eq!(got.ids, ids);
+    for (x, y) in got.logprobs.iter().zip(&logprobs) {
+        assert!((x - y).abs() < 1e-4, "{x} vs {y}");
+    }
+    let after = engine.stats();
+    assert_eq!(after.prefix_hits, 2, "{after:?}");
+    let reused = after.prefix_reused_tokens - stats.prefix_reused_tokens;
+    assert_eq!(
+        reused as usize,
+        first[0].context.len() + a.ids.len() - 1,
+        "all of the previous turn but its last sampled id came from the cache"
     );
 }

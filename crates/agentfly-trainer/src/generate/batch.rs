@@ -5,6 +5,7 @@
 //! Identical prompts (the n chains of one sample) are prefilled once and their cache rows
 //! copied.
 
+use super::prefix::PrefixCache;
 use super::{Sampler, SamplingParams};
 use crate::Pretrained;
 use crate::model::{ForwardInput, KvCache};
@@ -99,6 +100,8 @@ struct Row<K> {
     pad: usize,
     /// The rotary position of its next token.
     next_pos: usize,
+    /// Its context (kept to cache its keys and values when it finishes).
+    prompt: Vec<u32>,
     out: Generation,
 }
 
@@ -112,6 +115,7 @@ pub struct DecodeBatch<K> {
     rows: Vec<Row<K>>,
     /// `[rows, vocab]`: the logits each row samples its next token from.
     logits: Option<Tensor<2>>,
+    prefix: Option<PrefixCache>,
 }
 
 impl<K> Default for DecodeBatch<K> {
@@ -120,6 +124,7 @@ impl<K> Default for DecodeBatch<K> {
             cache: KvCache::default(),
             rows: Vec::new(),
             logits: None,
+            prefix: None,
         }
     }
 }
@@ -148,6 +153,38 @@ impl<K> DecodeBatch<K> {
         Self::default()
     }
 
+    /// An empty batch that keeps the keys and values of up to `positions` cached positions
+    /// of earlier contexts (prompts, and finished sequences with what they generated) and
+    /// prefills a new sequence only after the longest cached prefix of its context.
+    pub fn with_prefix_cache(positions: usize) -> Self {
+        Self {
+            prefix: (positions > 0).then(|| PrefixCache::new(positions)),
+            ..Self::default()
+        }
+    }
+
+    /// Forgets the cached prefixes (call it when the weights change).
+    pub fn clear_prefix_cache(&mut self) {
+        if let Some(prefix) = &mut self.prefix {
+            prefix.clear();
+        }
+    }
+
+    /// Prefix-cache hits so far, and the positions they saved from prefilling.
+    pub fn prefix_stats(&self) -> (u64, u64) {
+        self.prefix.as_ref().map_or((0, 0), |p| (p.hits, p.reused))
+    }
+
+    /// Ends every running sequence; returns their keys (the prefix cache is kept).
+    pub fn abort(&mut self) -> Vec<K> {
+        self.cache = KvCache::default();
+        self.logits = None;
+        std::mem::take(&mut self.rows)
+            .into_iter()
+            .map(|r| r.key)
+            .collect()
+    }
+
     /// Sequences decoding.
     pub fn len(&self) -> usize {
         self.rows.len()
@@ -172,8 +209,8 @@ impl<K> DecodeBatch<K> {
     ) -> Vec<(K, Generation)> {
         let context = model.config.max_position_embeddings;
         let mut done = Vec::new();
-        let mut joining = Vec::with_capacity(sequences.len());
-        let mut prompts = Vec::with_capacity(sequences.len());
+        let mut misses = Vec::with_capacity(sequences.len());
+        let mut hits = Vec::new();
         for (key, spec) in sequences {
             let budget = spec.max_new_tokens.min(context - spec.prompt.len());
             let out = Generation {
@@ -185,7 +222,8 @@ impl<K> DecodeBatch<K> {
                 done.push((key, out));
                 continue;
             }
-            joining.push(Row {
+            let found = self.prefix.as_mut().and_then(|p| p.lookup(&spec.prompt));
+            let row = Row {
                 key,
                 sampler: spec.sampler,
                 budget,
@@ -193,17 +231,45 @@ impl<K> DecodeBatch<K> {
                 stop_strings: spec.stop_strings,
                 pad: 0,
                 next_pos: spec.prompt.len(),
+                prompt: spec.prompt,
                 out,
-            });
-            prompts.push(spec.prompt);
+            };
+            match found {
+                Some(past) => hits.push((row, past)),
+                None => misses.push(row),
+            }
         }
-        if joining.is_empty() {
-            return done;
+        if !misses.is_empty() {
+            let prompts: Vec<&[u32]> = misses.iter().map(|r| r.prompt.as_slice()).collect();
+            let (cache, logits, len) = prefill(model, &prompts);
+            for (i, row) in misses.iter_mut().enumerate() {
+                row.pad = len - row.prompt.len();
+                if let Some(prefix) = &mut self.prefix {
+                    prefix.insert(row.prompt.clone(), cache.row(i, row.pad, row.prompt.len()));
+                }
+            }
+            self.merge(misses, cache, logits, len);
         }
-        let (mut cache, logits, len) = prefill(model, &prompts);
-        for (row, prompt) in joining.iter_mut().zip(&prompts) {
-            row.pad = len - prompt.len();
+        for (row, (past, known)) in hits {
+            let (cache, logits) = prefill_after(model, past, &row.prompt[known..], known);
+            if let Some(prefix) = &mut self.prefix {
+                prefix.insert(row.prompt.clone(), cache.clone());
+            }
+            let len = row.prompt.len();
+            self.merge(vec![row], cache, logits, len);
         }
+        done
+    }
+
+    /// Adds prefilled rows (their cache `len` positions long, leading padding counted in
+    /// each row's `pad`) to the batch.
+    fn merge(
+        &mut self,
+        mut joining: Vec<Row<K>>,
+        mut cache: KvCache,
+        logits: Tensor<2>,
+        len: usize,
+    ) {
         if self.rows.is_empty() {
             self.cache = cache;
             self.logits = Some(logits);
@@ -223,12 +289,6 @@ impl<K> DecodeBatch<K> {
                 .map(|mine| Tensor::cat(vec![mine, logits], 0));
         }
         self.rows.extend(joining);
-        done
-    }
-
-    /// The keys of the running sequences, ending the batch.
-    pub fn into_keys(self) -> impl Iterator<Item = K> {
-        self.rows.into_iter().map(|r| r.key)
     }
 
     /// Drops the sequences `keep` rejects (their callers went away); returns how many.
@@ -299,6 +359,16 @@ impl<K> DecodeBatch<K> {
             }
         }
         let mut finished = Vec::new();
+        if let Some(prefix) = &mut self.prefix {
+            // A finished sequence's context and output (all but the last id, which was
+            // never fed) are the start of its chain's next context.
+            let positions = self.cache.len();
+            for (r, row) in self.rows.iter().enumerate().filter(|(r, _)| stopped[*r]) {
+                let mut tokens = row.prompt.clone();
+                tokens.extend_from_slice(&row.out.new_ids[..row.out.new_ids.len() - 1]);
+                prefix.insert(tokens, self.cache.row(r, row.pad, positions - row.pad));
+            }
+        }
         if keep.len() < self.rows.len() {
             // Take the finished rows out, then keep the others' cache rows.
             let rows = std::mem::take(&mut self.rows);
@@ -350,12 +420,12 @@ impl<K> DecodeBatch<K> {
 /// Prefills each distinct prompt once, left-padded to the longest; returns the cache and
 /// last-position logits with one row per prompt (shared prompts' rows copied), and the
 /// padded length.
-fn prefill(model: &Pretrained, prompts: &[Vec<u32>]) -> (KvCache, Tensor<2>, usize) {
+fn prefill(model: &Pretrained, prompts: &[&[u32]]) -> (KvCache, Tensor<2>, usize) {
     let device = model.decoder.embed.val().device();
-    let mut unique: Vec<&Vec<u32>> = Vec::new();
+    let mut unique: Vec<&[u32]> = Vec::new();
     let mut row_of: Vec<i64> = Vec::with_capacity(prompts.len());
     for prompt in prompts {
-        let row = match unique.iter().position(|u| *u == prompt) {
+        let row = match unique.iter().position(|u| u == prompt) {
             Some(row) => row,
             None => {
                 unique.push(prompt);
@@ -364,7 +434,7 @@ fn prefill(model: &Pretrained, prompts: &[Vec<u32>]) -> (KvCache, Tensor<2>, usi
         };
         row_of.push(row as i64);
     }
-    let len = prompts.iter().map(Vec::len).max().unwrap_or(1);
+    let len = prompts.iter().map(|p| p.len()).max().unwrap_or(1);
     let rows = unique.len();
     let mut ids = Vec::with_capacity(rows * len);
     let mut positions = Vec::with_capacity(rows * len);
@@ -399,6 +469,41 @@ fn prefill(model: &Pretrained, prompts: &[Vec<u32>]) -> (KvCache, Tensor<2>, usi
         logits = logits.select(0, index);
     }
     (cache, logits, len)
+}
+
+/// Prefills `tokens` after a cached `past` of `start` positions (one row, no padding):
+/// returns the row's whole cache and the logits of its last position.
+fn prefill_after(
+    model: &Pretrained,
+    mut past: KvCache,
+    tokens: &[u32],
+    start: usize,
+) -> (KvCache, Tensor<2>) {
+    let device = model.decoder.embed.val().device();
+    let len = tokens.len();
+    let keys = start + len;
+    let mask: Vec<bool> = (0..len)
+        .flat_map(|q| (0..keys).map(move |k| k > start + q))
+        .collect();
+    let hidden = model.decoder.hidden(
+        ForwardInput {
+            ids: int_tensor(
+                tokens.iter().map(|&t| i64::from(t)).collect(),
+                [1, len],
+                &device,
+            ),
+            positions: int_tensor((start..keys).map(|p| p as i64).collect(), [1, len], &device),
+            mask: Some(bool_tensor(mask, [1, 1, len, keys], &device)),
+        },
+        &model.rope,
+        Some(&mut past),
+    );
+    let vocab = model.config.vocab_size;
+    let logits = model
+        .decoder
+        .logits(hidden.narrow(1, len - 1, 1))
+        .reshape([1, vocab]);
+    (past, logits)
 }
 
 /// Generates a continuation of every prompt. `tokenizer` is needed only for

@@ -3,6 +3,7 @@
 //! sampled token.
 
 mod batch;
+mod prefix;
 mod sampling;
 
 pub use batch::{
