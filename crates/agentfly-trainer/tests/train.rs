@@ -319,3 +319,176 @@ fn adamw_steps_lower_the_sft_loss_and_clipping_bounds_the_norm() {
     assert!(!clip_grad_norm(&decoder, &mut grads, 1.0).is_finite());
     let _: Tensor<2, Int> = packed.ids;
 }
+
+fn rows(advantage: f32) -> Vec<agentfly_trainer::train::PolicyRow> {
+    let (seqs, masks) = batch();
+    seqs.into_iter()
+        .zip(masks)
+        .enumerate()
+        .map(|(r, (tokens, target_mask))| {
+            // The masks above are over targets (tokens 1..): put them back on tokens.
+            let mut mask = vec![0.0];
+            mask.extend(&target_mask[..tokens.len() - 1]);
+            let sign = if r == 0 { 1.0 } else { -1.0 };
+            let advantages = mask.iter().map(|m| m * advantage * sign).collect();
+            agentfly_trainer::train::PolicyRow {
+                tokens,
+                mask,
+                advantages,
+            }
+        })
+        .collect()
+}
+
+fn mean_logprob(
+    model: &Pretrained,
+    decoder: &Decoder,
+    row: &agentfly_trainer::train::PolicyRow,
+) -> f32 {
+    let device = decoder.embed.val().device();
+    let packed = Packed::new(&[row.tokens.as_slice()], &device);
+    let (lp, _) = token_logprobs(decoder, &model.rope, packed.ids, false);
+    let lp = host(lp.inner());
+    let (sum, n) = lp
+        .iter()
+        .zip(&row.mask[1..])
+        .filter(|(_, m)| **m > 0.0)
+        .fold((0.0, 0.0), |(s, n), (x, _)| (s + x, n + 1.0));
+    sum / n
+}
+
+#[test]
+fn a_policy_update_follows_the_advantages_and_micro_batching_does_not_change_it() {
+    use agentfly_trainer::train::{PolicyTrainer, StepConfig};
+    let device = autodiff();
+    let model = load(&device);
+    let rows = rows(1.0);
+    // Small enough that the second epoch's ratios stay inside the clip range (a larger
+    // step clips every token and the second epoch's gradient is zero, as PPO intends).
+    let optim = OptimConfig {
+        lr: 2e-4,
+        weight_decay: 0.0,
+        ..OptimConfig::default()
+    };
+    let trainer = |_: ()| {
+        PolicyTrainer::new(
+            model.decoder.clone(),
+            model.rope.clone(),
+            None,
+            optim.clone(),
+            10,
+        )
+    };
+    let before: Vec<f32> = rows
+        .iter()
+        .map(|r| mean_logprob(&model, &model.decoder, r))
+        .collect();
+
+    let mut whole = trainer(());
+    let config = StepConfig {
+        ppo_epochs: 2,
+        ..StepConfig::default()
+    };
+    let report = whole.update(&rows, &config);
+    assert_eq!((report.updates, report.micro_batches), (2, 1), "{report:?}");
+    assert!(report.skipped.is_none());
+    assert_eq!(report.tokens, 8);
+    assert!(
+        report.grad_norm > 0.0 && report.ratio_deviation.abs() > 0.0,
+        "{report:?}"
+    );
+    let after: Vec<f32> = rows
+        .iter()
+        .map(|r| mean_logprob(&model, whole.decoder(), r))
+        .collect();
+    assert!(
+        after[0] > before[0],
+        "positive advantage: {} -> {}",
+        before[0],
+        after[0]
+    );
+    assert!(
+        after[1] < before[1],
+        "negative advantage: {} -> {}",
+        before[1],
+        after[1]
+    );
+    assert_eq!(whole.step, 1);
+
+    // One sequence per micro-batch: the same update.
+    let mut split = trainer(());
+    let report = split.update(
+        &rows,
+        &StepConfig {
+            micro_batch_tokens: 9,
+            ..config.clone()
+        },
+    );
+    assert_eq!(report.micro_batches, 2);
+    let a: Vec<f32> = whole
+        .decoder()
+        .norm
+        .weight
+        .val()
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+    let b: Vec<f32> = split
+        .decoder()
+        .norm
+        .weight
+        .val()
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+    let diff = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max);
+    assert!(diff < 1e-5, "max |Δw| = {diff}");
+
+    // Non-finite advantages: the update is skipped and the weights are untouched.
+    let mut guarded = trainer(());
+    let report = guarded.update(&self::rows(f32::NAN), &StepConfig::default());
+    assert_eq!(report.updates, 0);
+    assert!(
+        report
+            .skipped
+            .as_deref()
+            .unwrap()
+            .contains("update skipped"),
+        "{report:?}"
+    );
+    let w0: Vec<f32> = model
+        .decoder
+        .norm
+        .weight
+        .val()
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+    let w1: Vec<f32> = guarded
+        .decoder()
+        .norm
+        .weight
+        .val()
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+    assert_eq!(w0, w1);
+    assert_eq!(guarded.step, 0);
+}
+
+#[test]
+fn micro_batches_respect_the_token_budget() {
+    use agentfly_trainer::train::micro_batches;
+    let groups = micro_batches(&[10, 3, 7, 7, 2], 20);
+    // Longest first: [10, 7] (2 × 10 = 20), then [7, 3] (2 × 7 = 14; adding 2 would make 3 × 7).
+    assert_eq!(groups, vec![vec![0, 2], vec![3, 1], vec![4]]);
+    assert_eq!(
+        micro_batches(&[50], 10),
+        vec![vec![0]],
+        "a long row is alone"
+    );
+}

@@ -4,6 +4,7 @@
 mod logprobs;
 mod loss;
 mod optim;
+mod step;
 
 pub use logprobs::{Packed, logprobs_from_logits, token_logprobs};
 pub use loss::{
@@ -11,3 +12,4 @@ pub use loss::{
     aggregation_weights, policy_loss, sft_loss,
 };
 pub use optim::{OptimConfig, Schedule, clip_grad_norm, grad_norm};
+pub use step::{PolicyRow, PolicyTrainer, StepConfig, StepReport, micro_batches};

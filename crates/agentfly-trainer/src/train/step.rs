@@ -1,0 +1,289 @@
+//! One policy update: micro-batches by token budget, old (and reference) log-probs in one
+//! no-grad pass per micro-batch, the masked loss with exact gradient accumulation, global-
+//! norm clipping, and AdamW — skipped, with the reason, when anything is not finite.
+
+use super::logprobs::{Packed, token_logprobs};
+use super::loss::{PolicyLossConfig, PolicyLossInput, aggregation_weights, policy_loss};
+use super::optim::{OptimConfig, clip_grad_norm};
+use crate::model::{Decoder, Rope};
+use burn::module::Module;
+use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
+use burn::tensor::{Device, Tensor, TensorData};
+use serde::{Deserialize, Serialize};
+
+/// One sequence to learn from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyRow {
+    /// Every token (prompt, sampled ids, observations).
+    pub tokens: Vec<u32>,
+    /// Per token: 1 where the loss applies (the sampled ids), else 0.
+    pub mask: Vec<f32>,
+    /// Per token: its advantage.
+    pub advantages: Vec<f32>,
+}
+
+/// How one update runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StepConfig {
+    /// The loss.
+    #[serde(flatten)]
+    pub loss: PolicyLossConfig,
+    /// Optimizer updates per batch (PPO epochs); the old log-probs stay those from before
+    /// the first.
+    pub ppo_epochs: usize,
+    /// A micro-batch holds at most this many padded positions (at least one sequence).
+    pub micro_batch_tokens: usize,
+}
+
+impl Default for StepConfig {
+    fn default() -> Self {
+        Self {
+            loss: PolicyLossConfig::default(),
+            ppo_epochs: 1,
+            micro_batch_tokens: 4096,
+        }
+    }
+}
+
+/// What an update did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StepReport {
+    /// The loss (last epoch).
+    pub loss: f32,
+    /// The clipped surrogate part.
+    pub pg_loss: f32,
+    /// The KL to the reference (0 without one).
+    pub kl: f32,
+    /// The entropy of the policy on the learned tokens.
+    pub entropy: f32,
+    /// Share of learned tokens whose ratio was clipped.
+    pub clip_fraction: f32,
+    /// Mean `ratio − 1` (0 on the first epoch, up to numerics).
+    pub ratio_deviation: f32,
+    /// Global gradient norm before clipping (last epoch).
+    pub grad_norm: f32,
+    /// The learning rate used.
+    pub lr: f64,
+    /// Tokens the loss applied to.
+    pub tokens: usize,
+    /// Micro-batches per epoch.
+    pub micro_batches: usize,
+    /// Updates applied (epochs not skipped).
+    pub updates: usize,
+    /// Why an epoch's update was skipped, when one was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+/// The policy being trained, its optimizer and the frozen reference.
+pub struct PolicyTrainer {
+    decoder: Option<Decoder>,
+    rope: Rope,
+    reference: Option<Decoder>,
+    optim: ModuleOptimizer,
+    /// The optimizer's settings and schedule.
+    pub optim_config: OptimConfig,
+    /// Updates applied so far (the schedule's step).
+    pub step: usize,
+    /// The schedule's length.
+    pub total_steps: usize,
+}
+
+impl std::fmt::Debug for PolicyTrainer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyTrainer")
+            .field("step", &self.step)
+            .field("total_steps", &self.total_steps)
+            .field("reference", &self.reference.is_some())
+            .finish()
+    }
+}
+
+/// Groups of row indices whose padded size `rows × longest` stays within `budget`.
+pub fn micro_batches(lens: &[usize], budget: usize) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..lens.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(lens[i]));
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let mut current: Vec<usize> = Vec::new();
+    let mut longest = 0;
+    for i in order {
+        let len = lens[i].max(longest);
+        if !current.is_empty() && (current.len() + 1) * len > budget {
+            out.push(std::mem::take(&mut current));
+            longest = 0;
+        }
+        longest = longest.max(lens[i]);
+        current.push(i);
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+fn tensor2(values: Vec<f32>, shape: [usize; 2], device: &Device) -> Tensor<2> {
+    Tensor::from_data(TensorData::new(values, shape), device)
+}
+
+/// Row `r`'s values for positions `1..`, padded with zeros to `width`.
+fn shifted(values: &[f32], width: usize) -> Vec<f32> {
+    let mut out: Vec<f32> = values.iter().skip(1).copied().collect();
+    out.resize(width, 0.0);
+    out
+}
+
+impl PolicyTrainer {
+    /// Trains `decoder` (on an autodiff device); `reference` (any device) is needed for a
+    /// KL penalty.
+    pub fn new(
+        decoder: Decoder,
+        rope: Rope,
+        reference: Option<Decoder>,
+        optim_config: OptimConfig,
+        total_steps: usize,
+    ) -> Self {
+        Self {
+            decoder: Some(decoder),
+            rope,
+            reference,
+            optim: optim_config.init(),
+            optim_config,
+            step: 0,
+            total_steps,
+        }
+    }
+
+    /// The policy being trained.
+    pub fn decoder(&self) -> &Decoder {
+        self.decoder
+            .as_ref()
+            .expect("the decoder is only out during an update")
+    }
+
+    /// A copy of the policy without autodiff, for generation.
+    pub fn snapshot(&self) -> Decoder {
+        self.decoder().valid()
+    }
+
+    /// Log-probs of every row's tokens `1..` under `decoder`, without gradient.
+    fn score(&self, decoder: &Decoder, rows: &[PolicyRow], groups: &[Vec<usize>]) -> Vec<Vec<f32>> {
+        let device = decoder.embed.val().device();
+        let mut out = vec![Vec::new(); rows.len()];
+        for group in groups {
+            let seqs: Vec<&[u32]> = group.iter().map(|&i| rows[i].tokens.as_slice()).collect();
+            let packed = Packed::new(&seqs, &device);
+            let width = packed.len() - 1;
+            let (lp, _) = token_logprobs(decoder, &self.rope, packed.ids, false);
+            let host: Vec<f32> = lp.into_data().try_into_vec::<f32>().expect("f32");
+            for (k, &i) in group.iter().enumerate() {
+                out[i] = host[k * width..(k + 1) * width].to_vec();
+            }
+        }
+        out
+    }
+
+    /// One batch: `ppo_epochs` optimizer updates on `rows` (each at least 2 tokens).
+    pub fn update(&mut self, rows: &[PolicyRow], config: &StepConfig) -> StepReport {
+        let lens: Vec<usize> = rows.iter().map(|r| r.tokens.len()).collect();
+        let groups = micro_batches(&lens, config.micro_batch_tokens.max(1));
+        let plain = self.snapshot();
+        let old = self.score(&plain, rows, &groups);
+        drop(plain);
+        let reference = if config.loss.kl_coef != 0.0 {
+            self.reference
+                .as_ref()
+                .map(|r| self.score(r, rows, &groups))
+        } else {
+            None
+        };
+        let masks: Vec<Vec<f32>> = rows.iter().map(|r| r.mask[1..].to_vec()).collect();
+        let weights = aggregation_weights(&masks, config.loss.aggregation);
+        let lr = self.optim_config.lr_at(self.step, self.total_steps);
+        let mut report = StepReport {
+            lr,
+            tokens: masks.iter().flatten().filter(|&&m| m > 0.0).count(),
+            micro_batches: groups.len(),
+            ..StepReport::default()
+        };
+        if config.loss.kl_coef != 0.0 && reference.is_none() {
+            report.skipped = Some("a KL penalty needs a reference model".into());
+            return report;
+        }
+        for _ in 0..config.ppo_epochs.max(1) {
+            let decoder = self.decoder.take().expect("the decoder is in place");
+            let device = decoder.embed.val().device();
+            let mut accumulator = GradientsAccumulator::new();
+            let mut parts = [0.0f32; 5];
+            let mut loss_total = 0.0f32;
+            for group in &groups {
+                let seqs: Vec<&[u32]> = group.iter().map(|&i| rows[i].tokens.as_slice()).collect();
+                let packed = Packed::new(&seqs, &device);
+                let width = packed.len() - 1;
+                let shape = [group.len(), width];
+                let gather = |f: &dyn Fn(usize) -> Vec<f32>| {
+                    let values: Vec<f32> = group
+                        .iter()
+                        .flat_map(|&i| {
+                            let mut v = f(i);
+                            v.resize(width, 0.0);
+                            v
+                        })
+                        .collect();
+                    tensor2(values, shape, &device)
+                };
+                let (logprobs, entropy) = token_logprobs(
+                    &decoder,
+                    &self.rope,
+                    packed.ids,
+                    config.loss.entropy_coef != 0.0,
+                );
+                let out = policy_loss(
+                    PolicyLossInput {
+                        logprobs,
+                        old_logprobs: gather(&|i| old[i].clone()),
+                        ref_logprobs: reference.as_ref().map(|r| gather(&|i| r[i].clone())),
+                        advantages: gather(&|i| shifted(&rows[i].advantages, width)),
+                        weights: gather(&|i| weights[i].clone()),
+                        entropy,
+                    },
+                    &config.loss,
+                );
+                let p: Vec<f32> = out.parts.into_data().try_into_vec::<f32>().expect("f32");
+                for (total, x) in parts.iter_mut().zip(p) {
+                    *total += x;
+                }
+                loss_total += out.loss.clone().into_scalar::<f32>();
+                let grads = GradientsParams::from_grads(out.loss.backward(), &decoder);
+                accumulator.accumulate(&decoder, grads);
+            }
+            let mut grads = accumulator.grads();
+            let norm = clip_grad_norm(&decoder, &mut grads, self.optim_config.max_grad_norm);
+            report.loss = loss_total;
+            report.pg_loss = parts[0];
+            report.kl = parts[1];
+            report.entropy = parts[2];
+            report.clip_fraction = parts[3];
+            report.ratio_deviation = parts[4];
+            report.grad_norm = norm;
+            if !loss_total.is_finite() || !norm.is_finite() {
+                report.skipped = Some(format!(
+                    "non-finite {} (loss {loss_total}, gradient norm {norm}): update skipped, weights unchanged",
+                    if loss_total.is_finite() {
+                        "gradient"
+                    } else {
+                        "loss"
+                    }
+                ));
+                self.decoder = Some(decoder);
+                continue;
+            }
+            self.decoder = Some(self.optim.step(lr, decoder, grads));
+            report.updates += 1;
+        }
+        if report.updates > 0 {
+            self.step += 1;
+        }
+        report
+    }
+}
