@@ -258,31 +258,18 @@ fn rollout_writes_one_line_per_trajectory_and_a_summary() {
     assert!((mean - rewards / 4.0).abs() < 1e-6);
 
     // Mistakes are named.
-    let bad = Command::new(env!("CARGO_BIN_EXE_agentfly"))
-        .args([
-            "rollout",
-            "--model",
-            model.to_str().unwrap(),
-            "--data",
-            data.to_str().unwrap(),
-        ])
-        .args(["--tools", "calculator,nope", "--out", out.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("nope"));
+    let fails = |tools: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_agentfly"))
+            .args(["rollout", "--model", model.to_str().unwrap()])
+            .args(["--data", data.to_str().unwrap(), "--tools", tools])
+            .args(["--out", out.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(fails("calculator,nope").contains("nope"));
     std::fs::write(&data, "{\"id\": 1}\nnot json\n").unwrap();
-    let bad = Command::new(env!("CARGO_BIN_EXE_agentfly"))
-        .args([
-            "rollout",
-            "--model",
-            model.to_str().unwrap(),
-            "--data",
-            data.to_str().unwrap(),
-        ])
-        .args(["--tools", "calculator", "--out", out.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&bad.stderr);
+    let err = fails("calculator");
     assert!(err.contains("rollout.jsonl:2: not valid JSON"), "{err}");
 }

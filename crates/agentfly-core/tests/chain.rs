@@ -9,7 +9,7 @@ use agentfly_core::chat::{ChatTemplate, Conversation, Tokenizer};
 use agentfly_core::rollout::format::Hermes;
 use agentfly_core::rollout::{ChainConfig, ChainEnd, ChainSetup, ScriptedPolicy, Trajectory};
 use agentfly_core::{CallContext, Rewards, Sample, Toolbox, reward, tool};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// Adds two integers.
 #[tool]
@@ -69,13 +69,7 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
-    let dir = common::fixtures().join("qwen3-template");
-    let tokenizer = Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
-    let config: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("tokenizer_config.json")).unwrap())
-            .unwrap();
-    let template = ChatTemplate::from_tokenizer_config(&config).unwrap();
-    let eot = tokenizer.token_to_id("<|im_end|>").unwrap();
+    let (tokenizer, template, eot) = common::qwen3();
     Fixture {
         tokenizer,
         template,

@@ -5,7 +5,7 @@
 
 mod common;
 
-use agentfly_core::chat::{ChatTemplate, Tokenizer};
+use agentfly_core::chat::Tokenizer;
 use agentfly_core::env::{EnvPools, PoolConfig};
 use agentfly_core::rollout::format::Hermes;
 use agentfly_core::rollout::{
@@ -14,7 +14,7 @@ use agentfly_core::rollout::{
 };
 use agentfly_core::{Rewards, Sample, Toolbox, reward, tool};
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -95,17 +95,6 @@ impl Policy for ReadingPolicy {
     }
 }
 
-fn setup() -> (Tokenizer, ChatTemplate, u32) {
-    let dir = common::fixtures().join("qwen3-template");
-    let tokenizer = Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
-    let config: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("tokenizer_config.json")).unwrap())
-            .unwrap();
-    let template = ChatTemplate::from_tokenizer_config(&config).unwrap();
-    let eot = tokenizer.token_to_id("<|im_end|>").unwrap();
-    (tokenizer, template, eot)
-}
-
 /// The number of bumps chain `c` of sample `i` makes under `seed`.
 fn bumps(seed: u64, i: usize, c: usize) -> i64 {
     // The chain's first request has seed chain_seed * 1_000_003 + 0 (wrapping).
@@ -114,7 +103,7 @@ fn bumps(seed: u64, i: usize, c: usize) -> i64 {
 }
 
 async fn roll(samples: &[Sample], seed: u64, capacity: usize) -> (RolloutOutput, EnvPools, usize) {
-    let (tokenizer, template, eot) = setup();
+    let (tokenizer, template, eot) = common::qwen3();
     let policy = ReadingPolicy {
         tokenizer: tokenizer.clone(),
         eot,

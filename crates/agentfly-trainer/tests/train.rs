@@ -27,6 +27,26 @@ fn t2(values: Vec<f32>, shape: [usize; 2], device: &Device) -> Tensor<2> {
     Tensor::from_data(TensorData::new(values, shape), device)
 }
 
+fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+    t.into_data().try_to_vec::<f32>().unwrap()
+}
+
+/// `param` with its `i`-th entry (row-major) moved by `delta`.
+fn bumped<const D: usize>(param: &Param<Tensor<D>>, i: usize, delta: f32) -> Param<Tensor<D>> {
+    let t = param.val();
+    let (shape, device) = (t.shape(), t.device());
+    let mut w = values(t);
+    w[i] += delta;
+    Param::from_tensor(Tensor::from_data(TensorData::new(w, shape), &device))
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
 fn host(t: Tensor<2>) -> Vec<f32> {
     t.into_data().try_to_vec::<f32>().unwrap()
 }
@@ -157,19 +177,9 @@ fn gradients_match_finite_differences() {
     ];
     let loss = loss_of(&model.decoder, &model, &device, &fixed);
     let grads = GradientsParams::from_grads(loss.backward(), &model.decoder);
-    let norm_grad: Vec<f32> = grads
-        .get::<1>(model.decoder.norm.weight.id)
-        .unwrap()
-        .into_data()
-        .try_to_vec::<f32>()
-        .unwrap();
+    let norm_grad = values(grads.get::<1>(model.decoder.norm.weight.id).unwrap());
     let down = &model.decoder.blocks[0].mlp.down.weight;
-    let down_grad: Vec<f32> = grads
-        .get::<2>(down.id)
-        .unwrap()
-        .into_data()
-        .try_to_vec::<f32>()
-        .unwrap();
+    let down_grad = values(grads.get::<2>(down.id).unwrap());
 
     let plain_device = common::device();
     let eval = |decoder: &Decoder| -> f64 {
@@ -177,51 +187,33 @@ fn gradients_match_finite_differences() {
     };
     let h = 1e-2f32;
     let mut checked = 0;
+    let mut compare = |name: &str, ad: f32, plus: Decoder, minus: Decoder| {
+        let fd = (eval(&plus) - eval(&minus)) / (2.0 * f64::from(h));
+        let ad = f64::from(ad);
+        assert!(
+            (fd - ad).abs() < 2e-3 + 0.03 * ad.abs(),
+            "{name}: autodiff {ad} vs finite difference {fd}"
+        );
+        checked += usize::from(ad.abs() > 1e-4);
+    };
     // Entries of the final norm (1-D) and of an MLP projection (2-D).
     for i in [0usize, 7, 31] {
         let bump = |delta: f32| {
             let mut d = plain.clone();
-            let mut w: Vec<f32> = d.norm.weight.val().into_data().try_to_vec::<f32>().unwrap();
-            w[i] += delta;
-            let n = w.len();
-            d.norm.weight =
-                Param::from_tensor(Tensor::from_data(TensorData::new(w, [n]), &plain_device));
+            d.norm.weight = bumped(&d.norm.weight, i, delta);
             d
         };
-        let fd = (eval(&bump(h)) - eval(&bump(-h))) / (2.0 * f64::from(h));
-        let ad = f64::from(norm_grad[i]);
-        assert!(
-            (fd - ad).abs() < 2e-3 + 0.03 * ad.abs(),
-            "norm[{i}]: autodiff {ad} vs finite difference {fd}"
-        );
-        checked += usize::from(ad.abs() > 1e-4);
+        compare(&format!("norm[{i}]"), norm_grad[i], bump(h), bump(-h));
     }
     let [rows, cols] = down.val().dims();
     for i in [3usize, rows * cols / 2 + 5, rows * cols - 2] {
         let bump = |delta: f32| {
             let mut d = plain.clone();
-            let mut w: Vec<f32> = d.blocks[0]
-                .mlp
-                .down
-                .weight
-                .val()
-                .into_data()
-                .try_to_vec::<f32>()
-                .unwrap();
-            w[i] += delta;
-            d.blocks[0].mlp.down.weight = Param::from_tensor(Tensor::from_data(
-                TensorData::new(w, [rows, cols]),
-                &plain_device,
-            ));
+            let w = &d.blocks[0].mlp.down.weight;
+            d.blocks[0].mlp.down.weight = bumped(w, i, delta);
             d
         };
-        let fd = (eval(&bump(h)) - eval(&bump(-h))) / (2.0 * f64::from(h));
-        let ad = f64::from(down_grad[i]);
-        assert!(
-            (fd - ad).abs() < 2e-3 + 0.03 * ad.abs(),
-            "down[{i}]: autodiff {ad} vs finite difference {fd}"
-        );
-        checked += usize::from(ad.abs() > 1e-4);
+        compare(&format!("down[{i}]"), down_grad[i], bump(h), bump(-h));
     }
     assert!(checked >= 4, "most checked gradients are not negligible");
 }
@@ -425,27 +417,9 @@ fn a_policy_update_follows_the_advantages_and_micro_batching_does_not_change_it(
         },
     );
     assert_eq!(report.micro_batches, 2);
-    let a: Vec<f32> = whole
-        .decoder()
-        .norm
-        .weight
-        .val()
-        .into_data()
-        .try_to_vec::<f32>()
-        .unwrap();
-    let b: Vec<f32> = split
-        .decoder()
-        .norm
-        .weight
-        .val()
-        .into_data()
-        .try_to_vec::<f32>()
-        .unwrap();
-    let diff = a
-        .iter()
-        .zip(&b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max);
+    let a = values(whole.decoder().norm.weight.val());
+    let b = values(split.decoder().norm.weight.val());
+    let diff = max_diff(&a, &b);
     assert!(diff < 1e-5, "max |Δw| = {diff}");
 
     // Non-finite advantages: the update is skipped and the weights are untouched.
@@ -460,22 +434,8 @@ fn a_policy_update_follows_the_advantages_and_micro_batching_does_not_change_it(
             .contains("update skipped"),
         "{report:?}"
     );
-    let w0: Vec<f32> = model
-        .decoder
-        .norm
-        .weight
-        .val()
-        .into_data()
-        .try_to_vec::<f32>()
-        .unwrap();
-    let w1: Vec<f32> = guarded
-        .decoder()
-        .norm
-        .weight
-        .val()
-        .into_data()
-        .try_to_vec::<f32>()
-        .unwrap();
+    let w0 = values(model.decoder.norm.weight.val());
+    let w1 = values(guarded.decoder().norm.weight.val());
     assert_eq!(w0, w1);
     assert_eq!(guarded.step, 0);
 }

@@ -80,44 +80,31 @@ impl KvCache {
         }
     }
 
-    /// The positions `start..start + len` of every row.
-    pub fn positions(&self, start: usize, len: usize) -> KvCache {
+    /// Every layer's keys and values through `f`.
+    fn map(&self, f: impl Fn(&Tensor<4>) -> Tensor<4>) -> KvCache {
         KvCache {
             layers: self
                 .layers
                 .iter()
-                .map(|l| {
-                    l.as_ref().map(|(k, v)| {
-                        (
-                            k.clone().narrow(2, start, len),
-                            v.clone().narrow(2, start, len),
-                        )
-                    })
-                })
+                .map(|l| l.as_ref().map(|(k, v)| (f(k), f(v))))
                 .collect(),
         }
+    }
+
+    /// The positions `start..start + len` of every row.
+    pub fn positions(&self, start: usize, len: usize) -> KvCache {
+        self.map(|t| t.clone().narrow(2, start, len))
     }
 
     /// Row `row` alone, positions `start..start + len`, copied out (a view would keep the
     /// whole batch's buffers alive).
     pub fn row(&self, row: usize, start: usize, len: usize) -> KvCache {
-        KvCache {
-            layers: self
-                .layers
-                .iter()
-                .map(|l| {
-                    l.as_ref().map(|(k, v)| {
-                        let index = burn::tensor::Tensor::<1, burn::tensor::Int>::from_data(
-                            burn::tensor::TensorData::new(vec![row as i64], [1]),
-                            &k.device(),
-                        );
-                        (
-                            k.clone().select(0, index.clone()).narrow(2, start, len),
-                            v.clone().select(0, index).narrow(2, start, len),
-                        )
-                    })
-                })
-                .collect(),
-        }
+        self.map(|t| {
+            let index = Tensor::<1, burn::tensor::Int>::from_data(
+                burn::tensor::TensorData::new(vec![row as i64], [1]),
+                &t.device(),
+            );
+            t.clone().select(0, index).narrow(2, start, len)
+        })
     }
 }
