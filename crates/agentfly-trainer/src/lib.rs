@@ -7,10 +7,10 @@
 //! | [`generate`] | batched KV-cache generation and sampling |
 //! | [`engine`] | the generation engine: the model on its own thread, continuous batching, core's `Policy` |
 //! | [`train`] | per-token log-probs, masked PPO-family and SFT losses, AdamW with global-norm clipping |
+//! | [`run`] | the training loop: `Trainer` from a TOML config, metrics, atomic checkpoints, resume, evaluation |
 //! | [`device`] | choosing the Burn device (`cpu`, `wgpu`, `cuda:N`) |
 //!
-//! Planned: the training loop (micro-batching, PPO epochs, checkpoints, metrics) and the
-//! `Trainer` composed from a TOML config.
+//! Planned: the PPO critic (GAE), SFT in the loop, the training-throughput benchmark.
 
 #![warn(missing_docs)]
 
@@ -20,6 +20,7 @@ pub mod error;
 pub mod generate;
 pub mod io;
 pub mod model;
+pub mod run;
 pub mod train;
 
 pub use error::ModelError;

@@ -26,8 +26,7 @@ pub struct PolicyRow {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StepConfig {
-    /// The loss.
-    #[serde(flatten)]
+    /// The loss (`[train.loss]` in a config file).
     pub loss: PolicyLossConfig,
     /// Optimizer updates per batch (PPO epochs); the old log-probs stay those from before
     /// the first.
@@ -181,6 +180,46 @@ impl PolicyTrainer {
             }
         }
         out
+    }
+
+    /// Per token of each row, `log π(t) − log π_ref(t)` (k1) under the current policy and
+    /// the reference (0 on the first token); `None` without a reference. For estimators
+    /// that put the KL penalty in the reward (REINFORCE++).
+    pub fn kl_to_reference(&self, tokens: &[&[u32]], budget: usize) -> Option<Vec<Vec<f32>>> {
+        let reference = self.reference.as_ref()?;
+        let rows: Vec<PolicyRow> = tokens
+            .iter()
+            .map(|t| PolicyRow {
+                tokens: t.to_vec(),
+                mask: Vec::new(),
+                advantages: Vec::new(),
+            })
+            .collect();
+        let lens: Vec<usize> = tokens.iter().map(|t| t.len()).collect();
+        let groups = micro_batches(&lens, budget.max(1));
+        let policy = self.score(&self.snapshot(), &rows, &groups);
+        let reference = self.score(reference, &rows, &groups);
+        Some(
+            tokens
+                .iter()
+                .zip(policy.iter().zip(&reference))
+                .map(|(t, (p, r))| {
+                    let mut kl = vec![0.0];
+                    kl.extend(p.iter().zip(r).take(t.len() - 1).map(|(p, r)| p - r));
+                    kl
+                })
+                .collect(),
+        )
+    }
+
+    /// The optimizer, for checkpoints.
+    pub fn optimizer(&self) -> &ModuleOptimizer {
+        &self.optim
+    }
+
+    /// Replaces the optimizer's state (resuming from a checkpoint).
+    pub fn set_optimizer(&mut self, optim: ModuleOptimizer) {
+        self.optim = optim;
     }
 
     /// One batch: `ppo_epochs` optimizer updates on `rows` (each at least 2 tokens).

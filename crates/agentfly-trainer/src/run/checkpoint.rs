@@ -1,0 +1,116 @@
+//! Checkpoints: the policy in Hugging Face layout, the optimizer's state, and the run's
+//! position, written to a temporary directory and renamed into place, so a crash leaves
+//! either the previous checkpoint or the new one, never half of one.
+
+use crate::model::Decoder;
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
+use burn::tensor::Tensor;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Where a run is, besides its weights and optimizer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    /// Updates done.
+    pub step: usize,
+    /// Samples drawn from the training set so far.
+    pub cursor: u64,
+    /// The optimizer state is keyed by parameter ids: the ids of the policy's parameters
+    /// in traversal order, given back to the reloaded policy.
+    pub param_ids: Vec<u64>,
+}
+
+struct Ids(Vec<u64>);
+
+impl ModuleVisitor for Ids {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        self.0.push(param.id.val());
+    }
+}
+
+struct SetIds<I>(I);
+
+impl<I: Iterator<Item = u64>> ModuleMapper for SetIds<I> {
+    fn map_float<const D: usize>(&mut self, mut param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        if let Some(id) = self.0.next() {
+            param.id = ParamId::from(id);
+        }
+        param
+    }
+}
+
+/// The ids of `decoder`'s parameters in traversal order.
+pub fn param_ids(decoder: &Decoder) -> Vec<u64> {
+    let mut ids = Ids(Vec::new());
+    decoder.visit(&mut ids);
+    ids.0
+}
+
+/// `decoder` with its parameters' ids set to `ids` (in traversal order).
+pub fn with_param_ids(decoder: Decoder, ids: &[u64]) -> Decoder {
+    decoder.map(&mut SetIds(ids.iter().copied()))
+}
+
+/// The checkpoint directory of `step`.
+pub fn step_dir(root: &Path, step: usize) -> PathBuf {
+    root.join(format!("step-{step:06}"))
+}
+
+/// The latest complete checkpoint under `root`, if any.
+pub fn latest(root: &Path) -> Option<PathBuf> {
+    let name = std::fs::read_to_string(root.join("latest")).ok()?;
+    let dir = root.join(name.trim());
+    dir.join("state.json").exists().then_some(dir)
+}
+
+/// Writes `text` to `path` through a temporary file and a rename.
+pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Fills a fresh temporary directory under `root` with `fill`, renames it to `final_dir`
+/// (replacing an older one), and points `root/latest` at it; keeps the `keep` newest
+/// `step-*` directories.
+pub fn commit(
+    root: &Path,
+    final_dir: &Path,
+    keep: usize,
+    fill: impl FnOnce(&Path) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(root)?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".incomplete-")
+        .tempdir_in(root)?;
+    fill(tmp.path())?;
+    if final_dir.exists() {
+        std::fs::remove_dir_all(final_dir)?;
+    }
+    let kept = tmp.keep();
+    std::fs::rename(&kept, final_dir)?;
+    let name = final_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    write_atomic(&root.join("latest"), &name)?;
+    let mut steps: Vec<PathBuf> = std::fs::read_dir(root)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("step-"))
+        })
+        .collect();
+    steps.sort();
+    let excess = steps.len().saturating_sub(keep.max(1));
+    for old in &steps[..excess] {
+        if old != final_dir {
+            let _ = std::fs::remove_dir_all(old);
+        }
+    }
+    Ok(())
+}

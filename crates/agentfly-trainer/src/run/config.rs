@@ -1,0 +1,329 @@
+//! The training run's TOML configuration. Errors name the file and the key.
+
+use crate::engine::EngineConfig;
+use crate::train::{OptimConfig, PolicyLossConfig, StepConfig};
+use agentfly_core::rl::Estimator;
+use agentfly_core::rollout::ChainConfig;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// A whole run: `agentfly train --config FILE.toml`.
+///
+/// ```toml
+/// [model]
+/// path = "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+///
+/// [data]
+/// train = "data/train.jsonl"
+/// eval = "data/test.jsonl"
+///
+/// [agent]
+/// tools = ["calculator", "submit_answer"]
+/// reward = "exact_numeric"
+/// system_prompt_file = "system.txt"
+///
+/// [rollout]
+/// chains = 4
+/// samples_per_step = 6
+///
+/// [algorithm]
+/// estimator = { name = "grpo" }
+///
+/// [train]
+/// steps = 20
+///
+/// [optim]
+/// lr = 2e-5
+///
+/// [output]
+/// dir = "runs/calculator"
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainerConfig {
+    /// The policy to start from.
+    pub model: ModelSection,
+    /// The datasets.
+    pub data: DataSection,
+    /// Tools, reward, format and system prompt.
+    pub agent: AgentSection,
+    /// Turn and token budgets, sampling.
+    #[serde(default)]
+    pub chain: ChainConfig,
+    /// Rollouts per step.
+    #[serde(default)]
+    pub rollout: RolloutSection,
+    /// Advantages and masking.
+    #[serde(default)]
+    pub algorithm: AlgorithmSection,
+    /// The update.
+    #[serde(default)]
+    pub train: TrainSection,
+    /// The optimizer.
+    #[serde(default)]
+    pub optim: OptimConfig,
+    /// Where checkpoints, metrics and the final model go.
+    pub output: OutputSection,
+}
+
+/// `[model]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    /// A Hugging Face directory or a GGUF file.
+    pub path: PathBuf,
+    /// `cpu`, `wgpu` or `cuda[:N]`.
+    #[serde(default = "cpu")]
+    pub device: String,
+}
+
+fn cpu() -> String {
+    "cpu".into()
+}
+
+/// `[data]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataSection {
+    /// Training samples (JSONL).
+    pub train: PathBuf,
+    /// Held-out samples for evaluation (JSONL).
+    #[serde(default)]
+    pub eval: Option<PathBuf>,
+}
+
+/// `[agent]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSection {
+    /// Tool names (linked into the binary).
+    pub tools: Vec<String>,
+    /// The reward's name.
+    pub reward: String,
+    /// `hermes`, `react` or `code`.
+    #[serde(default = "hermes")]
+    pub format: String,
+    /// The system prompt (or `system_prompt_file`).
+    #[serde(default)]
+    pub system_prompt: String,
+    /// A file holding the system prompt.
+    #[serde(default)]
+    pub system_prompt_file: Option<PathBuf>,
+}
+
+fn hermes() -> String {
+    "hermes".into()
+}
+
+/// `[rollout]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RolloutSection {
+    /// Chains per sample (the group).
+    pub chains: usize,
+    /// Groups per update.
+    pub samples_per_step: usize,
+    /// The most chains running at once.
+    pub concurrency: usize,
+    /// Drop groups whose rewards are all equal, and roll out more samples to fill the
+    /// batch (DAPO / L0).
+    pub dynamic_sampling: bool,
+    /// The most rollout rounds per step when dynamic sampling drops groups.
+    pub max_rounds: usize,
+    /// The most instances of each environment.
+    pub env_capacity: usize,
+    /// The generation engine.
+    pub engine: EngineConfig,
+}
+
+impl Default for RolloutSection {
+    fn default() -> Self {
+        Self {
+            chains: 4,
+            samples_per_step: 8,
+            concurrency: 64,
+            dynamic_sampling: true,
+            max_rounds: 4,
+            env_capacity: 8,
+            engine: EngineConfig::default(),
+        }
+    }
+}
+
+/// `[algorithm]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AlgorithmSection {
+    /// How advantages are computed.
+    pub estimator: Estimator,
+    /// Apply the loss only to the tokens the model sampled (false: to every token after
+    /// the prompt, observations included — the ablation).
+    pub mask: bool,
+}
+
+impl Default for AlgorithmSection {
+    fn default() -> Self {
+        Self {
+            estimator: Estimator::default(),
+            mask: true,
+        }
+    }
+}
+
+/// `[train]` (and `[train.loss]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainSection {
+    /// Updates in the run.
+    pub steps: usize,
+    /// The run's seed (data order, sampling).
+    pub seed: u64,
+    /// Optimizer updates per batch.
+    pub ppo_epochs: usize,
+    /// Padded positions per micro-batch.
+    pub micro_batch_tokens: usize,
+    /// The loss.
+    pub loss: PolicyLossConfig,
+}
+
+impl Default for TrainSection {
+    fn default() -> Self {
+        let step = StepConfig::default();
+        Self {
+            steps: 10,
+            seed: 0,
+            ppo_epochs: step.ppo_epochs,
+            micro_batch_tokens: step.micro_batch_tokens,
+            loss: step.loss,
+        }
+    }
+}
+
+impl TrainSection {
+    /// The update's settings.
+    pub fn step_config(&self) -> StepConfig {
+        StepConfig {
+            loss: self.loss.clone(),
+            ppo_epochs: self.ppo_epochs,
+            micro_batch_tokens: self.micro_batch_tokens,
+        }
+    }
+}
+
+/// `[output]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSection {
+    /// The run's directory: `metrics.jsonl`, `checkpoints/`, `model/`.
+    pub dir: PathBuf,
+    /// Write a checkpoint every this many steps (and at the end).
+    #[serde(default = "five")]
+    pub checkpoint_every: usize,
+    /// Keep this many latest checkpoints.
+    #[serde(default = "two")]
+    pub keep_checkpoints: usize,
+}
+
+fn five() -> usize {
+    5
+}
+
+fn two() -> usize {
+    2
+}
+
+/// A configuration that cannot be used; names the file and the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ConfigError {
+    /// The file (or `<config>` for one built in code).
+    pub path: PathBuf,
+    /// What is wrong, starting with the key.
+    pub message: String,
+}
+
+impl TrainerConfig {
+    /// Reads a TOML file; relative paths in it are relative to the file's directory.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let error = |message: String| ConfigError {
+            path: path.to_path_buf(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
+        let mut config: TrainerConfig =
+            toml::from_str(&text).map_err(|e| error(e.to_string().trim_end().to_string()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        config.resolve(base);
+        config.validate().map_err(error)?;
+        Ok(config)
+    }
+
+    /// Makes the relative paths relative to `base`.
+    pub fn resolve(&mut self, base: &Path) {
+        let fix = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        fix(&mut self.model.path);
+        fix(&mut self.data.train);
+        if let Some(p) = &mut self.data.eval {
+            fix(p);
+        }
+        if let Some(p) = &mut self.agent.system_prompt_file {
+            fix(p);
+        }
+        fix(&mut self.output.dir);
+    }
+
+    /// Checks the values; the message starts with the key at fault.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.agent.tools.is_empty() {
+            return Err("agent.tools: name at least one tool".into());
+        }
+        if agentfly_core::rollout::format::format_by_name(&self.agent.format).is_none() {
+            return Err(format!(
+                "agent.format: `{}` is not a format (hermes, react or code)",
+                self.agent.format
+            ));
+        }
+        let group = matches!(
+            self.algorithm.estimator,
+            Estimator::Grpo { .. } | Estimator::Rloo {}
+        );
+        if group && self.rollout.chains < 2 {
+            return Err(format!(
+                "rollout.chains: {} has a group baseline and needs at least 2 chains per sample",
+                serde_json::to_value(&self.algorithm.estimator)
+                    .ok()
+                    .and_then(|v| v["name"].as_str().map(str::to_string))
+                    .unwrap_or_default()
+            ));
+        }
+        if self.algorithm.estimator.needs_values() {
+            return Err(
+                "algorithm.estimator: gae needs a critic, which the training loop does not have yet; use grpo, rloo or reinforce_plus_plus".into(),
+            );
+        }
+        if self.rollout.samples_per_step == 0 {
+            return Err("rollout.samples_per_step: must be at least 1".into());
+        }
+        if self.rollout.chains == 0 {
+            return Err("rollout.chains: must be at least 1".into());
+        }
+        if self.train.steps == 0 {
+            return Err("train.steps: must be at least 1".into());
+        }
+        if !(self.optim.lr > 0.0 && self.optim.lr.is_finite()) {
+            return Err("optim.lr: must be a positive number".into());
+        }
+        if self.train.loss.clip_low < 0.0 || self.train.loss.clip_high < 0.0 {
+            return Err("train.loss.clip_low / clip_high: must not be negative".into());
+        }
+        if self.chain.max_turns == 0 {
+            return Err("chain.max_turns: must be at least 1".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,747 @@
+//! The training loop: rollouts through the generation engine, advantages, the masked
+//! policy update, new weights to the engine without touching disk, metrics to JSONL,
+//! atomic checkpoints, and resuming where a run stopped.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // In a binary that links its tool crates (agentfly_core::link!):
+//! let mut trainer = agentfly_trainer::run::Trainer::from_config_file("train.toml")?;
+//! let summary = trainer.train()?;
+//! println!("{} steps, last reward {:?}", summary.steps, summary.last_reward);
+//! # Ok(()) }
+//! ```
+
+pub mod checkpoint;
+mod config;
+
+pub use config::{
+    AgentSection, AlgorithmSection, ConfigError, DataSection, ModelSection, OutputSection,
+    RolloutSection, TrainSection, TrainerConfig,
+};
+
+use crate::device::parse_device;
+use crate::engine::Engine;
+use crate::model::ModelConfig;
+use crate::train::{PolicyRow, PolicyTrainer, StepReport};
+use crate::{ModelError, Pretrained};
+use agentfly_core::chat::{ChatTemplate, Tokenizer};
+use agentfly_core::data::{DataError, read_jsonl};
+use agentfly_core::env::{EnvPools, PoolConfig};
+use agentfly_core::rl::{GroupFilter, Scored};
+use agentfly_core::rollout::format::{ToolCallFormat, format_by_name};
+use agentfly_core::rollout::{ChainConfig, ChainSetup, Rollout, RolloutSummary, Trajectory};
+use agentfly_core::{RegistryError, Rewards, Sample, Toolbox};
+use burn::tensor::Device;
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use serde::Serialize;
+use serde_json::Value;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// A run that cannot start or go on.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TrainError {
+    /// The configuration is wrong.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The model cannot be loaded or saved.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// A dataset cannot be read.
+    #[error(transparent)]
+    Data(#[from] DataError),
+    /// A tool or reward is not linked.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// A file of the run cannot be written or read.
+    #[error("{path}: {message}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// The engine stopped.
+    #[error("generation engine: {0}")]
+    Engine(String),
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> TrainError + '_ {
+    move |e| TrainError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+/// One step's numbers, one line of `metrics.jsonl`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StepMetrics {
+    /// The step (1-based).
+    pub step: usize,
+    /// Trajectories rolled out this step (all rounds).
+    pub trajectories: usize,
+    /// Their mean reward.
+    pub reward_mean: f64,
+    /// Their mean `correct` metric, when the reward reports one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accuracy: Option<f64>,
+    /// Trajectories trained on (after dynamic sampling).
+    pub trained_trajectories: usize,
+    /// Groups dropped because their rewards were all equal.
+    pub dropped_groups: usize,
+    /// Rollout rounds.
+    pub rounds: usize,
+    /// Mean advantage over learned tokens.
+    pub advantage_mean: f64,
+    /// Mean |advantage| over learned tokens.
+    pub advantage_abs_mean: f64,
+    /// Tool calls.
+    pub tool_calls: usize,
+    /// Calls that could not be read.
+    pub parse_errors: usize,
+    /// Mean model turns.
+    pub mean_turns: f64,
+    /// Tokens the model sampled.
+    pub sampled_tokens: usize,
+    /// The update.
+    #[serde(flatten)]
+    pub update: StepReport,
+    /// Seconds rolling out.
+    pub rollout_seconds: f64,
+    /// Seconds updating (log-probs, backward, AdamW).
+    pub update_seconds: f64,
+    /// Seconds handing the weights to the engine.
+    pub sync_seconds: f64,
+}
+
+/// What a finished `train` did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrainSummary {
+    /// Steps done in all (a resumed run counts the earlier ones).
+    pub steps: usize,
+    /// The step the run resumed from (0 for a fresh run).
+    pub resumed_from: usize,
+    /// The last step's mean reward.
+    pub last_reward: Option<f64>,
+    /// Where the final model was written.
+    pub model_dir: PathBuf,
+}
+
+/// Accuracy on a set of samples, with its 95% (Wilson) interval.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EvalReport {
+    /// Samples evaluated.
+    pub samples: usize,
+    /// Correct ones (reward metric `correct`, else reward > 0).
+    pub correct: usize,
+    /// `correct / samples`.
+    pub accuracy: f64,
+    /// The 95% Wilson score interval of the accuracy.
+    pub interval: (f64, f64),
+    /// Mean reward.
+    pub reward_mean: f64,
+    /// Share of trajectories with at least one tool call.
+    pub tool_call_rate: f64,
+    /// Unreadable calls per trajectory.
+    pub parse_error_rate: f64,
+    /// Mean turns.
+    pub mean_turns: f64,
+    /// The rollout's summary.
+    pub summary: RolloutSummary,
+    /// The trajectories (greedy, one per sample).
+    #[serde(skip)]
+    pub trajectories: Vec<Trajectory>,
+}
+
+/// The 95% Wilson score interval of `k` successes in `n`.
+pub fn wilson_interval(k: usize, n: usize) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let z = 1.959_963_984_540_054_f64;
+    let (k, n) = (k as f64, n as f64);
+    let p = k / n;
+    let denom = 1.0 + z * z / n;
+    let centre = (p + z * z / (2.0 * n)) / denom;
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denom;
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
+fn correct_of(t: &Trajectory) -> bool {
+    match t.reward_metrics.get("correct") {
+        Some(c) => *c > 0.5,
+        None => t.reward.is_some_and(|r| r > 0.0),
+    }
+}
+
+/// A training run: the policy and its optimizer, the engine that samples from a copy of it,
+/// the tools, the reward and the data.
+pub struct Trainer {
+    config: TrainerConfig,
+    toolbox: Toolbox,
+    rewards: Rewards,
+    format: Box<dyn ToolCallFormat>,
+    tokenizer: Tokenizer,
+    template: ChatTemplate,
+    eos: Vec<u32>,
+    model_config: ModelConfig,
+    tokenizer_config: Option<Value>,
+    policy: PolicyTrainer,
+    engine: Engine,
+    pools: EnvPools,
+    runtime: tokio::runtime::Runtime,
+    train: Vec<Sample>,
+    eval: Vec<Sample>,
+    step: usize,
+    cursor: u64,
+    resumed_from: usize,
+    device: Device,
+}
+
+impl std::fmt::Debug for Trainer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trainer")
+            .field("step", &self.step)
+            .field("output", &self.config.output.dir)
+            .finish()
+    }
+}
+
+impl Trainer {
+    /// Reads the TOML file and builds the run (resuming from its latest checkpoint).
+    pub fn from_config_file(path: impl AsRef<Path>) -> Result<Self, TrainError> {
+        Self::new(TrainerConfig::load(path)?)
+    }
+
+    /// Builds the run; when `output.dir` holds a checkpoint, continues from it.
+    pub fn new(config: TrainerConfig) -> Result<Self, TrainError> {
+        config.validate().map_err(|message| ConfigError {
+            path: "<config>".into(),
+            message,
+        })?;
+        let toolbox = Toolbox::from_names(&config.agent.tools)?;
+        let rewards = Rewards::from_names(std::slice::from_ref(&config.agent.reward))?;
+        let format = format_by_name(&config.agent.format).expect("validated");
+        let train = read_jsonl(&config.data.train)?;
+        let eval = match &config.data.eval {
+            Some(p) => read_jsonl(p)?,
+            None => Vec::new(),
+        };
+        let device = parse_device(&config.model.device).map_err(|message| ConfigError {
+            path: "<config>".into(),
+            message: format!("model.device: {message}"),
+        })?;
+        let root = config.output.dir.join("checkpoints");
+        let resume = checkpoint::latest(&root);
+        let source = match &resume {
+            Some(dir) => dir.join("model"),
+            None => config.model.path.clone(),
+        };
+        let trained = Pretrained::load(&source, &device.clone().autodiff())?;
+        let serving = Pretrained::load(&source, &device)?;
+        let reference = if config.train.loss.kl_coef != 0.0 || config.algorithm.estimator.needs_kl()
+        {
+            Some(Pretrained::load(&config.model.path, &device)?.decoder)
+        } else {
+            None
+        };
+        let path = source.display().to_string();
+        let tokenizer = serving
+            .tokenizer
+            .clone()
+            .ok_or_else(|| ModelError::format(&source, format!("{path} has no tokenizer")))?;
+        let template = serving
+            .chat_template()?
+            .ok_or_else(|| ModelError::format(&source, format!("{path} has no chat template")))?;
+        let eos = serving.eos_ids();
+        let model_config = serving.config.clone();
+        let tokenizer_config = serving.tokenizer_config.clone();
+        let engine = Engine::start(serving, config.rollout.engine.clone());
+        let mut decoder = trained.decoder;
+        let mut state = None;
+        if let Some(dir) = &resume {
+            let state_path = dir.join("state.json");
+            let text = std::fs::read_to_string(&state_path).map_err(io(&state_path))?;
+            let saved: checkpoint::RunState =
+                serde_json::from_str(&text).map_err(|e| TrainError::Io {
+                    path: state_path.clone(),
+                    message: e.to_string(),
+                })?;
+            // The optimizer's state is keyed by parameter ids: give them back.
+            decoder = checkpoint::with_param_ids(decoder, &saved.param_ids);
+            state = Some((dir.join("optimizer.bpk"), saved));
+        }
+        let mut policy = PolicyTrainer::new(
+            decoder,
+            trained.rope,
+            reference,
+            config.optim.clone(),
+            config.train.steps,
+        );
+        let (mut step, mut cursor, mut resumed_from) = (0, 0, 0);
+        if let Some((optim_path, saved)) = state {
+            let optim = config
+                .optim
+                .init()
+                .load(&optim_path)
+                .map_err(|e| TrainError::Io {
+                    path: optim_path.clone(),
+                    message: format!("{e:?}"),
+                })?;
+            policy.set_optimizer(optim);
+            policy.step = saved.step;
+            (step, cursor, resumed_from) = (saved.step, saved.cursor, saved.step);
+        }
+        let pools = EnvPools::new(PoolConfig {
+            capacity: config.rollout.env_capacity.max(1),
+            ..PoolConfig::default()
+        });
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(io(Path::new("<tokio runtime>")))?;
+        Ok(Self {
+            config,
+            toolbox,
+            rewards,
+            format,
+            tokenizer,
+            template,
+            eos,
+            model_config,
+            tokenizer_config,
+            policy,
+            engine,
+            pools,
+            runtime,
+            train,
+            eval,
+            step,
+            cursor,
+            resumed_from,
+            device,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &TrainerConfig {
+        &self.config
+    }
+
+    /// Steps done.
+    pub fn step(&self) -> usize {
+        self.step
+    }
+
+    /// The policy being trained.
+    pub fn policy(&self) -> &PolicyTrainer {
+        &self.policy
+    }
+
+    /// The held-out samples of `data.eval`.
+    pub fn eval_samples(&self) -> &[Sample] {
+        &self.eval
+    }
+
+    fn system_prompt(&self) -> Result<String, TrainError> {
+        match &self.config.agent.system_prompt_file {
+            Some(p) => std::fs::read_to_string(p).map_err(io(p)),
+            None => Ok(self.config.agent.system_prompt.clone()),
+        }
+    }
+
+    /// The next `n` training samples: the set shuffled anew (by seed) every pass.
+    fn draw(&mut self, n: usize) -> Vec<Sample> {
+        let len = self.train.len() as u64;
+        (0..n)
+            .map(|_| {
+                let pass = self.cursor / len;
+                let mut order: Vec<usize> = (0..self.train.len()).collect();
+                let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(
+                    self.config.train.seed ^ pass.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                );
+                order.shuffle(&mut rng);
+                let sample = self.train[order[(self.cursor % len) as usize]].clone();
+                self.cursor += 1;
+                sample
+            })
+            .collect()
+    }
+
+    /// Rolls out `samples` × `chains` with the current policy.
+    pub fn rollout(
+        &self,
+        samples: &[Sample],
+        chains: usize,
+        chain: &ChainConfig,
+        seed: u64,
+        mut on_done: impl FnMut(&Trajectory),
+    ) -> Result<(Vec<Trajectory>, RolloutSummary), TrainError> {
+        let system_prompt = self.system_prompt()?;
+        let config = ChainConfig {
+            system_prompt,
+            ..chain.clone()
+        };
+        let rollout = Rollout {
+            setup: ChainSetup {
+                policy: &self.engine,
+                toolbox: &self.toolbox,
+                format: self.format.as_ref(),
+                template: &self.template,
+                tokenizer: &self.tokenizer,
+                end_of_turn: &self.eos,
+                rewards: Some((&self.rewards, self.config.agent.reward.as_str())),
+                config: &config,
+            },
+            pools: self.pools.clone(),
+            chains,
+            concurrency: self.config.rollout.concurrency,
+            seed,
+        };
+        let out = self.runtime.block_on(rollout.run(samples, |t| on_done(t)));
+        if let Some(t) = out.trajectories.iter().find(|t| {
+            t.error
+                .as_deref()
+                .is_some_and(|e| e.contains("generation engine has stopped"))
+        }) {
+            return Err(TrainError::Engine(t.error.clone().unwrap_or_default()));
+        }
+        Ok((out.trajectories, out.summary))
+    }
+
+    /// Greedy, one chain per sample: accuracy with its 95% interval, tool-call and
+    /// parse-error rates, mean turns.
+    pub fn evaluate(&self, samples: &[Sample]) -> Result<EvalReport, TrainError> {
+        let chain = ChainConfig {
+            temperature: 0.0,
+            ..self.config.chain.clone()
+        };
+        let (trajectories, summary) = self.rollout(samples, 1, &chain, 0, |_| {})?;
+        let n = trajectories.len();
+        let correct = trajectories.iter().filter(|t| correct_of(t)).count();
+        let with_calls = trajectories
+            .iter()
+            .filter(|t| t.calls().next().is_some())
+            .count();
+        let rate = |x: usize| if n == 0 { 0.0 } else { x as f64 / n as f64 };
+        Ok(EvalReport {
+            samples: n,
+            correct,
+            accuracy: rate(correct),
+            interval: wilson_interval(correct, n),
+            reward_mean: summary.reward_mean.unwrap_or(0.0),
+            tool_call_rate: rate(with_calls),
+            parse_error_rate: rate(summary.parse_errors),
+            mean_turns: summary.mean_turns,
+            summary,
+            trajectories,
+        })
+    }
+
+    /// One step: roll out (with dynamic sampling), compute advantages, update the policy,
+    /// hand the new weights to the engine.
+    pub fn train_step(&mut self) -> Result<StepMetrics, TrainError> {
+        let start = Instant::now();
+        let rollout_config = self.config.rollout.clone();
+        let target = rollout_config.samples_per_step;
+        let dynamic = rollout_config.dynamic_sampling;
+        let mut filter = GroupFilter::new(target);
+        let mut all = Vec::new();
+        let mut rounds = 0;
+        let chain = self.config.chain.clone();
+        for _ in 0..if dynamic {
+            rollout_config.max_rounds.max(1)
+        } else {
+            1
+        } {
+            rounds += 1;
+            let need = if dynamic {
+                target - filter.kept_groups()
+            } else {
+                target
+            };
+            let seed = self.config.train.seed ^ self.cursor.wrapping_mul(0xA24B_AED4_963E_E407);
+            let samples = self.draw(need);
+            let (trajectories, _) =
+                self.rollout(&samples, rollout_config.chains, &chain, seed, |_| {})?;
+            all.extend(trajectories.iter().cloned());
+            if dynamic {
+                filter.add(trajectories);
+                if filter.is_full() {
+                    break;
+                }
+            }
+        }
+        let (trained, dropped) = if dynamic {
+            let dropped = filter.dropped_groups();
+            (filter.into_trajectories(), dropped)
+        } else {
+            (all.clone(), 0)
+        };
+        let rollout_seconds = start.elapsed().as_secs_f64();
+        let summary = RolloutSummary::of(&all, rollout_seconds);
+        let accuracy = all
+            .iter()
+            .any(|t| t.reward_metrics.contains_key("correct"))
+            .then(|| all.iter().filter(|t| correct_of(t)).count() as f64 / all.len().max(1) as f64);
+        let mut metrics = StepMetrics {
+            step: self.step + 1,
+            trajectories: all.len(),
+            reward_mean: summary.reward_mean.unwrap_or(0.0),
+            accuracy,
+            trained_trajectories: trained.len(),
+            dropped_groups: dropped,
+            rounds,
+            tool_calls: summary.calls(),
+            parse_errors: summary.parse_errors,
+            mean_turns: summary.mean_turns,
+            sampled_tokens: summary.sampled_tokens,
+            rollout_seconds,
+            ..StepMetrics::default()
+        };
+        let rows = self.rows(&trained);
+        let update_start = Instant::now();
+        if rows.is_empty() {
+            metrics.update.skipped =
+                Some("no group had differing rewards: nothing to learn from".into());
+        } else {
+            let learned: Vec<f32> = rows
+                .iter()
+                .flat_map(|r| {
+                    r.mask
+                        .iter()
+                        .zip(&r.advantages)
+                        .filter(|(m, _)| **m > 0.0)
+                        .map(|(_, a)| *a)
+                })
+                .collect();
+            if !learned.is_empty() {
+                let n = learned.len() as f64;
+                metrics.advantage_mean = learned.iter().map(|&a| f64::from(a)).sum::<f64>() / n;
+                metrics.advantage_abs_mean =
+                    learned.iter().map(|&a| f64::from(a.abs())).sum::<f64>() / n;
+            }
+            metrics.update = self.policy.update(&rows, &self.config.train.step_config());
+        }
+        metrics.update_seconds = update_start.elapsed().as_secs_f64();
+        let sync_start = Instant::now();
+        if metrics.update.updates > 0 {
+            let decoder = self.policy.snapshot();
+            self.engine
+                .with_model(move |model| model.decoder = decoder)
+                .map_err(|e| TrainError::Engine(e.to_string()))?;
+        }
+        metrics.sync_seconds = sync_start.elapsed().as_secs_f64();
+        self.step += 1;
+        Ok(metrics)
+    }
+
+    /// The rows to learn from: the effective mask (sampled tokens, or everything after
+    /// the prompt when `algorithm.mask` is off) and per-token advantages.
+    fn rows(&self, trajectories: &[Trajectory]) -> Vec<PolicyRow> {
+        let usable: Vec<&Trajectory> = trajectories
+            .iter()
+            .filter(|t| t.tokens.len() >= 2 && t.sampled_tokens() > 0)
+            .collect();
+        let masks: Vec<Vec<u8>> = usable
+            .iter()
+            .map(|t| {
+                if self.config.algorithm.mask {
+                    t.loss_mask.clone()
+                } else {
+                    (0..t.tokens.len())
+                        .map(|i| u8::from(i >= t.prompt_len))
+                        .collect()
+                }
+            })
+            .collect();
+        let items: Vec<Scored<'_>> = usable
+            .iter()
+            .zip(&masks)
+            .map(|(t, m)| Scored {
+                group: &t.sample_id,
+                reward: t.reward.unwrap_or(0.0),
+                mask: m,
+            })
+            .collect();
+        let estimator = &self.config.algorithm.estimator;
+        let kl = if estimator.needs_kl() {
+            let tokens: Vec<&[u32]> = usable.iter().map(|t| t.tokens.as_slice()).collect();
+            self.policy
+                .kl_to_reference(&tokens, self.config.train.micro_batch_tokens)
+        } else {
+            None
+        };
+        let advantages = match estimator.compute(&items, kl.as_deref(), None) {
+            Ok(a) => a.advantages,
+            Err(_) => return Vec::new(),
+        };
+        usable
+            .iter()
+            .zip(masks)
+            .zip(advantages)
+            .map(|((t, m), a)| PolicyRow {
+                tokens: t.tokens.clone(),
+                mask: m.iter().map(|&x| f32::from(x)).collect(),
+                advantages: a,
+            })
+            .collect()
+    }
+
+    /// Runs the remaining steps: metrics to `output.dir/metrics.jsonl`, a progress line,
+    /// checkpoints every `checkpoint_every` steps and at the end, the final model in
+    /// `output.dir/model`.
+    pub fn train(&mut self) -> Result<TrainSummary, TrainError> {
+        let dir = self.config.output.dir.clone();
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let metrics_path = dir.join("metrics.jsonl");
+        self.trim_metrics(&metrics_path)?;
+        let total = self.config.train.steps;
+        let bar = ProgressBar::new(total as u64).with_style(
+            ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] step {pos}/{len} ({eta} left) {msg}",
+            )
+            .expect("a valid template")
+            .progress_chars("=> "),
+        );
+        bar.set_position(self.step as u64);
+        let mut last_reward = None;
+        while self.step < total {
+            let m = self.train_step()?;
+            last_reward = Some(m.reward_mean);
+            let line = serde_json::to_string(&m).expect("metrics serialize");
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&metrics_path)
+                .map_err(io(&metrics_path))?;
+            writeln!(file, "{line}").map_err(io(&metrics_path))?;
+            let text = format!(
+                "step {} reward {:.3}{} kl {:.4} clip {:.3} grad {:.3} dropped {} {:.1}s{}",
+                m.step,
+                m.reward_mean,
+                m.accuracy
+                    .map(|a| format!(" acc {a:.3}"))
+                    .unwrap_or_default(),
+                m.update.kl,
+                m.update.clip_fraction,
+                m.update.grad_norm,
+                m.dropped_groups,
+                m.rollout_seconds + m.update_seconds + m.sync_seconds,
+                m.update
+                    .skipped
+                    .as_deref()
+                    .map(|s| format!(" ({s})"))
+                    .unwrap_or_default(),
+            );
+            if bar.is_hidden() {
+                eprintln!("{text}");
+            } else {
+                bar.println(&text);
+            }
+            bar.set_message(format!("reward {:.3}", m.reward_mean));
+            bar.set_position(self.step as u64);
+            let every = self.config.output.checkpoint_every.max(1);
+            if self.step.is_multiple_of(every) || self.step == total {
+                self.save_checkpoint()?;
+            }
+        }
+        bar.finish_and_clear();
+        let model_dir = dir.join("model");
+        self.save_model(&model_dir)?;
+        Ok(TrainSummary {
+            steps: self.step,
+            resumed_from: self.resumed_from,
+            last_reward,
+            model_dir,
+        })
+    }
+
+    /// Drops metric lines past the step the run resumed from (they will be redone).
+    fn trim_metrics(&self, path: &Path) -> Result<(), TrainError> {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return Ok(());
+        };
+        let kept: String = text
+            .lines()
+            .filter(|l| {
+                serde_json::from_str::<Value>(l)
+                    .ok()
+                    .and_then(|v| v["step"].as_u64())
+                    .is_some_and(|s| s as usize <= self.step)
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        checkpoint::write_atomic(path, &kept).map_err(io(path))
+    }
+
+    /// The policy as a loadable model (weights without autodiff).
+    fn pretrained(&self) -> Pretrained {
+        Pretrained {
+            config: self.model_config.clone(),
+            decoder: self.policy.snapshot(),
+            rope: crate::model::Rope::for_config(&self.model_config, &self.device),
+            tokenizer: Some(self.tokenizer.clone()),
+            tokenizer_config: self.tokenizer_config.clone(),
+            source: self.config.model.path.clone(),
+        }
+    }
+
+    /// Writes the policy in Hugging Face layout (transformers loads it), atomically.
+    pub fn save_model(&self, dir: &Path) -> Result<(), TrainError> {
+        let parent = dir.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent).map_err(io(parent))?;
+        let tmp = tempfile::Builder::new()
+            .prefix(".incomplete-model-")
+            .tempdir_in(parent)
+            .map_err(io(parent))?;
+        self.pretrained().save(tmp.path())?;
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).map_err(io(dir))?;
+        }
+        let kept = tmp.keep();
+        std::fs::rename(&kept, dir).map_err(io(dir))?;
+        Ok(())
+    }
+
+    /// Writes a checkpoint of this step (policy, optimizer, position) atomically.
+    pub fn save_checkpoint(&self) -> Result<PathBuf, TrainError> {
+        let root = self.config.output.dir.join("checkpoints");
+        let final_dir = checkpoint::step_dir(&root, self.step);
+        let state = checkpoint::RunState {
+            step: self.step,
+            cursor: self.cursor,
+            param_ids: checkpoint::param_ids(self.policy.decoder()),
+        };
+        let model = self.pretrained();
+        let mut failure = None;
+        checkpoint::commit(
+            &root,
+            &final_dir,
+            self.config.output.keep_checkpoints,
+            |tmp| {
+                if let Err(e) = model.save(&tmp.join("model")) {
+                    failure = Some(TrainError::Model(e));
+                    return Err(std::io::Error::other("model"));
+                }
+                self.policy
+                    .optimizer()
+                    .save(tmp.join("optimizer.bpk"))
+                    .map_err(|e| std::io::Error::other(format!("optimizer state: {e:?}")))?;
+                let config = toml::to_string(&self.config).map_err(std::io::Error::other)?;
+                std::fs::write(tmp.join("config.toml"), config)?;
+                std::fs::write(
+                    tmp.join("state.json"),
+                    serde_json::to_string_pretty(&state).expect("state serializes"),
+                )
+            },
+        )
+        .map_err(|e| failure.take().unwrap_or_else(|| io(&root)(e)))?;
+        Ok(final_dir)
+    }
+}

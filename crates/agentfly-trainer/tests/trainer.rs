@@ -1,0 +1,273 @@
+//! The training loop end to end on the tiny Qwen2 fixture made a chat model (a byte-level
+//! tokenizer and a ChatML template written here): steps run, metrics are written, a
+//! checkpoint is atomic, and a resumed run ends with exactly the weights of a run that was
+//! never interrupted. Config mistakes name the file and the key.
+
+mod common;
+
+use agentfly_core::reward;
+use agentfly_trainer::Pretrained;
+use agentfly_trainer::run::{Trainer, TrainerConfig};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+agentfly_core::link!(agentfly_tools);
+
+/// 1 when the response has an odd number of characters: a reward the random tiny model
+/// earns about half the time, so groups differ.
+#[reward]
+fn odd_length(response: &str) -> f32 {
+    (response.chars().count() % 2) as f32
+}
+
+/// GPT-2's byte-to-character table of byte-level BPE.
+fn byte_chars() -> Vec<char> {
+    let mut printable: Vec<u32> = (b'!'..=b'~')
+        .chain(0xA1..=0xAC)
+        .chain(0xAE..=0xFF)
+        .map(u32::from)
+        .collect();
+    let mut chars: Vec<(u32, u32)> = printable.iter().map(|&b| (b, b)).collect();
+    let mut extra = 0;
+    for b in 0..256u32 {
+        if !printable.contains(&b) {
+            chars.push((b, 256 + extra));
+            extra += 1;
+        }
+    }
+    printable.clear();
+    chars.sort();
+    chars
+        .into_iter()
+        .map(|(_, c)| char::from_u32(c).unwrap())
+        .collect()
+}
+
+/// A tiny chat model in a fresh directory: the fixture's weights, one token per byte.
+fn tiny_chat_model(dir: &Path) -> PathBuf {
+    let model = dir.join("tiny-chat");
+    std::fs::create_dir_all(&model).unwrap();
+    let src = common::fixtures().join("tiny-qwen2");
+    for f in ["config.json", "model.safetensors"] {
+        std::fs::copy(src.join(f), model.join(f)).unwrap();
+    }
+    let vocab: serde_json::Map<String, Value> = byte_chars()
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| (c.to_string(), json!(i)))
+        .collect();
+    let special = |id: u32, content: &str| {
+        json!({"id": id, "content": content, "single_word": false, "lstrip": false,
+               "rstrip": false, "normalized": false, "special": true})
+    };
+    let tokenizer = json!({
+        "version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": [special(256, "<|im_start|>"), special(257, "<|im_end|>")],
+        "normalizer": null,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+        "post_processor": null,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+                  "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+                  "vocab": vocab, "merges": []}
+    });
+    std::fs::write(model.join("tokenizer.json"), tokenizer.to_string()).unwrap();
+    let template = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    std::fs::write(
+        model.join("tokenizer_config.json"),
+        json!({"chat_template": template, "eos_token": "<|im_end|>"}).to_string(),
+    )
+    .unwrap();
+    model
+}
+
+fn write_config(dir: &Path, model: &Path, steps: usize, out: &str) -> PathBuf {
+    let data = dir.join("train.jsonl");
+    let lines: String = (0..12)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({"id": format!("q{i}"), "question": format!("{i}+{i}?")})
+            )
+        })
+        .collect();
+    std::fs::write(&data, lines).unwrap();
+    let config = format!(
+        r#"
+[model]
+path = "{model}"
+
+[data]
+train = "train.jsonl"
+
+[agent]
+tools = ["calculator", "submit_answer"]
+reward = "odd_length"
+system_prompt = "Use tools."
+
+[chain]
+max_turns = 2
+max_tokens_per_turn = 12
+max_total_tokens = 200
+temperature = 1.0
+
+[rollout]
+chains = 4
+samples_per_step = 3
+concurrency = 16
+max_rounds = 2
+
+[train]
+steps = {steps}
+seed = 7
+ppo_epochs = 2
+
+[optim]
+lr = 1e-3
+
+[output]
+dir = "{out}"
+checkpoint_every = 1
+"#,
+        model = model.display()
+    );
+    let path = dir.join(format!("{out}-{steps}.toml"));
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+fn weights(dir: &Path) -> Vec<f32> {
+    let model = Pretrained::load(dir, &common::device()).unwrap();
+    let w = model.decoder.to_weights(&model.config);
+    let mut all: Vec<(&str, &agentfly_trainer::io::HostTensor)> = w.iter().collect();
+    all.sort_by_key(|(name, _)| *name);
+    all.into_iter().flat_map(|(_, t)| t.data.clone()).collect()
+}
+
+#[test]
+fn a_resumed_run_ends_exactly_where_an_uninterrupted_one_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_chat_model(dir.path());
+
+    // Uninterrupted: 2 steps.
+    let mut straight =
+        Trainer::from_config_file(write_config(dir.path(), &model, 2, "straight")).unwrap();
+    let summary = straight.train().unwrap();
+    assert_eq!((summary.steps, summary.resumed_from), (2, 0));
+    drop(straight);
+    let out = dir.path().join("straight");
+    let metrics: Vec<Value> = std::fs::read_to_string(out.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(metrics.len(), 2);
+    for (i, m) in metrics.iter().enumerate() {
+        assert_eq!(m["step"], i + 1);
+        for key in [
+            "reward_mean",
+            "kl",
+            "entropy",
+            "clip_fraction",
+            "grad_norm",
+            "lr",
+            "tokens",
+            "tool_calls",
+            "parse_errors",
+            "dropped_groups",
+            "rollout_seconds",
+            "update_seconds",
+        ] {
+            assert!(!m[key].is_null(), "metrics have `{key}`: {m}");
+        }
+    }
+    assert!(
+        metrics.iter().any(|m| m["updates"].as_u64().unwrap() > 0),
+        "{metrics:?}"
+    );
+    // Checkpoints: the latest two steps, no leftovers of unfinished writes.
+    let checkpoints = out.join("checkpoints");
+    assert_eq!(
+        std::fs::read_to_string(checkpoints.join("latest")).unwrap(),
+        "step-000002"
+    );
+    let mut names: Vec<String> = std::fs::read_dir(&checkpoints)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["latest", "step-000001", "step-000002"]);
+    for f in [
+        "model/model.safetensors",
+        "model/config.json",
+        "model/tokenizer.json",
+        "optimizer.bpk",
+        "state.json",
+        "config.toml",
+    ] {
+        assert!(checkpoints.join("step-000002").join(f).exists(), "{f}");
+    }
+
+    // Interrupted after step 1 (a crash mid-checkpoint leaves an incomplete directory),
+    // then resumed to step 2.
+    let mut first =
+        Trainer::from_config_file(write_config(dir.path(), &model, 1, "resumed")).unwrap();
+    first.train().unwrap();
+    drop(first);
+    let resumed_dir = dir.path().join("resumed");
+    std::fs::create_dir_all(resumed_dir.join("checkpoints/.incomplete-crash/model")).unwrap();
+    let mut second =
+        Trainer::from_config_file(write_config(dir.path(), &model, 2, "resumed")).unwrap();
+    assert_eq!(second.step(), 1);
+    let summary = second.train().unwrap();
+    assert_eq!((summary.steps, summary.resumed_from), (2, 1));
+    drop(second);
+    let lines = std::fs::read_to_string(resumed_dir.join("metrics.jsonl")).unwrap();
+    assert_eq!(lines.lines().count(), 2);
+
+    let a = weights(&out.join("model"));
+    let b = weights(&resumed_dir.join("model"));
+    let diff = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max);
+    assert!(
+        diff < 1e-6,
+        "max |Δw| between the straight and the resumed run = {diff}"
+    );
+    let start = weights(&model);
+    let moved = a
+        .iter()
+        .zip(&start)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max);
+    assert!(moved > 1e-5, "training changed the weights");
+}
+
+#[test]
+fn config_mistakes_name_the_file_and_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_chat_model(dir.path());
+    let path = write_config(dir.path(), &model, 1, "bad");
+    let text = std::fs::read_to_string(&path).unwrap();
+
+    std::fs::write(&path, text.replace("ppo_epochs = 2", "ppo_epoch = 2")).unwrap();
+    let err = TrainerConfig::load(&path).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&path.display().to_string()) && err.contains("ppo_epoch"),
+        "{err}"
+    );
+
+    std::fs::write(&path, text.replace("chains = 4", "chains = 1")).unwrap();
+    let err = TrainerConfig::load(&path).unwrap_err().to_string();
+    assert!(err.contains("rollout.chains"), "{err}");
+
+    std::fs::write(&path, text.replace("lr = 1e-3", "lr = \"fast\"")).unwrap();
+    let err = TrainerConfig::load(&path).unwrap_err().to_string();
+    assert!(err.contains("lr"), "{err}");
+
+    std::fs::write(&path, text.replace("\"calculator\", ", "\"calculatr\", ")).unwrap();
+    let err = Trainer::from_config_file(&path).unwrap_err().to_string();
+    assert!(err.contains("calculatr"), "{err}");
+}
