@@ -33,6 +33,10 @@ enum Command {
     Render(commands::render::Args),
     /// Run n chains per sample of a dataset and write the trajectories.
     Rollout(commands::rollout::Args),
+    /// Train the policy with RL as a TOML config says (resumes from the latest checkpoint).
+    Train(commands::train::TrainArgs),
+    /// Greedy accuracy of a checkpoint on held-out samples, with a 95% interval.
+    Eval(commands::train::EvalArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +51,8 @@ fn main() -> ExitCode {
             Command::Logits(args) => commands::logits::run(args),
             Command::Render(args) => commands::render::run(args),
             Command::Rollout(args) => commands::rollout::run(args),
+            Command::Train(args) => commands::train::train(args),
+            Command::Eval(args) => commands::train::eval(args),
         });
     match result {
         Ok(code) => code,

@@ -452,3 +452,39 @@ fn micro_batches_respect_the_token_budget() {
         "a long row is alone"
     );
 }
+
+#[test]
+fn logprobs_at_chosen_positions_equal_the_full_pass() {
+    use agentfly_trainer::train::logprobs_at;
+    let device = common::device();
+    let model = load(&device);
+    let (seqs, _) = batch();
+    let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    let packed = Packed::new(&refs, &device);
+    let len = packed.len();
+    let (full, full_entropy) =
+        token_logprobs(&model.decoder, &model.rope, packed.ids.clone(), true);
+    let (full, full_entropy) = (host(full), host(full_entropy.unwrap()));
+    let picks = [(0usize, 0usize), (0, 5), (1, 2), (1, 4), (0, 7)];
+    let targets: Vec<u32> = picks.iter().map(|&(r, t)| seqs[r][t + 1]).collect();
+    let (lp, entropy) = logprobs_at(
+        &model.decoder,
+        &model.rope,
+        packed.ids,
+        &picks,
+        &targets,
+        true,
+    );
+    let (lp, entropy) = (values(lp), values(entropy.unwrap()));
+    for (k, &(r, t)) in picks.iter().enumerate() {
+        let at = r * (len - 1) + t;
+        assert!(
+            (lp[k] - full[at]).abs() < 1e-5,
+            "{:?}: {} vs {}",
+            (r, t),
+            lp[k],
+            full[at]
+        );
+        assert!((entropy[k] - full_entropy[at]).abs() < 1e-4);
+    }
+}

@@ -8,3 +8,4 @@ pub mod render;
 pub mod rewards;
 pub mod rollout;
 pub mod tools;
+pub mod train;

@@ -219,6 +219,21 @@ impl Trainer {
 
     /// Builds the run; when `output.dir` holds a checkpoint, continues from it.
     pub fn new(config: TrainerConfig) -> Result<Self, TrainError> {
+        Self::build(config, true)
+    }
+
+    /// The run's setup with the policy loaded from `model` (a checkpoint directory, its
+    /// `model/`, or any model path), not resumed: for evaluating a checkpoint.
+    pub fn with_model(mut config: TrainerConfig, model: &Path) -> Result<Self, TrainError> {
+        config.model.path = if model.join("model").join("config.json").exists() {
+            model.join("model")
+        } else {
+            model.to_path_buf()
+        };
+        Self::build(config, false)
+    }
+
+    fn build(config: TrainerConfig, resume: bool) -> Result<Self, TrainError> {
         config.validate().map_err(|message| ConfigError {
             path: "<config>".into(),
             message,
@@ -236,7 +251,11 @@ impl Trainer {
             message: format!("model.device: {message}"),
         })?;
         let root = config.output.dir.join("checkpoints");
-        let resume = checkpoint::latest(&root);
+        let resume = if resume {
+            checkpoint::latest(&root)
+        } else {
+            None
+        };
         let source = match &resume {
             Some(dir) => dir.join("model"),
             None => config.model.path.clone(),

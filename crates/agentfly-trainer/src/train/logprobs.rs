@@ -78,3 +78,48 @@ pub fn logprobs_from_logits(
     });
     (picked - lse.squeeze_dim::<2>(2), entropy)
 }
+
+/// Log-probabilities (and entropies) of the next token at chosen positions only: `picks`
+/// are `(row, position)` pairs of the packed `ids` and `targets` the ids they predict. The
+/// vocabulary projection — the largest matrix product of a small model — runs on those
+/// positions alone, so prompts and tool observations cost only the trunk. Returns `[N]`.
+pub fn logprobs_at(
+    decoder: &Decoder,
+    rope: &Rope,
+    ids: Tensor<2, Int>,
+    picks: &[(usize, usize)],
+    targets: &[u32],
+    with_entropy: bool,
+) -> (Tensor<1>, Option<Tensor<1>>) {
+    let [batch, len] = ids.dims();
+    let device = ids.device();
+    let positions = Tensor::<1, Int>::arange(0..len as i64, &device)
+        .unsqueeze_dim::<2>(0)
+        .expand([batch, len]);
+    let hidden = decoder.hidden(
+        crate::model::ForwardInput {
+            ids,
+            positions,
+            mask: None,
+        },
+        rope,
+        None,
+    );
+    let width = hidden.dims()[2];
+    let index: Vec<i64> = picks.iter().map(|&(r, t)| (r * len + t) as i64).collect();
+    let n = index.len();
+    let chosen = hidden
+        .reshape([batch * len, width])
+        .select(0, Tensor::from_data(TensorData::new(index, [n]), &device))
+        .unsqueeze_dim::<3>(0);
+    let logits = decoder.logits(chosen);
+    let targets = Tensor::from_data(
+        TensorData::new(targets.iter().map(|&t| i64::from(t)).collect(), [1, n]),
+        &device,
+    );
+    let (lp, entropy) = logprobs_from_logits(logits, targets, with_entropy);
+    (
+        lp.squeeze_dim::<1>(0),
+        entropy.map(|e| e.squeeze_dim::<1>(0)),
+    )
+}

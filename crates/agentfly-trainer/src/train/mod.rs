@@ -6,7 +6,7 @@ mod loss;
 mod optim;
 mod step;
 
-pub use logprobs::{Packed, logprobs_from_logits, token_logprobs};
+pub use logprobs::{Packed, logprobs_at, logprobs_from_logits, token_logprobs};
 pub use loss::{
     KlEstimator, LossAggregation, PolicyLoss, PolicyLossConfig, PolicyLossInput,
     aggregation_weights, policy_loss, sft_loss,

@@ -2,7 +2,7 @@
 //! no-grad pass per micro-batch, the masked loss with exact gradient accumulation, global-
 //! norm clipping, and AdamW — skipped, with the reason, when anything is not finite.
 
-use super::logprobs::{Packed, token_logprobs};
+use super::logprobs::{Packed, logprobs_at};
 use super::loss::{PolicyLossConfig, PolicyLossInput, aggregation_weights, policy_loss};
 use super::optim::{OptimConfig, clip_grad_norm};
 use crate::model::{Decoder, Rope};
@@ -125,11 +125,27 @@ fn tensor2(values: Vec<f32>, shape: [usize; 2], device: &Device) -> Tensor<2> {
     Tensor::from_data(TensorData::new(values, shape), device)
 }
 
-/// Row `r`'s values for positions `1..`, padded with zeros to `width`.
-fn shifted(values: &[f32], width: usize) -> Vec<f32> {
-    let mut out: Vec<f32> = values.iter().skip(1).copied().collect();
-    out.resize(width, 0.0);
-    out
+/// The positions a micro-batch learns from: `(row in the group, position)` pairs of the
+/// packed batch, the ids they predict, and `(row, position)` to read per-row values. A row
+/// without a mask (scoring only) has every position.
+fn picks(
+    rows: &[PolicyRow],
+    group: &[usize],
+) -> (Vec<(usize, usize)>, Vec<u32>, Vec<(usize, usize)>) {
+    let mut picks = Vec::new();
+    let mut targets = Vec::new();
+    let mut at = Vec::new();
+    for (k, &i) in group.iter().enumerate() {
+        let row = &rows[i];
+        for t in 0..row.tokens.len() - 1 {
+            if row.mask.is_empty() || row.mask[t + 1] > 0.0 {
+                picks.push((k, t));
+                targets.push(row.tokens[t + 1]);
+                at.push((i, t));
+            }
+        }
+    }
+    (picks, targets, at)
 }
 
 impl PolicyTrainer {
@@ -165,18 +181,22 @@ impl PolicyTrainer {
         self.decoder().valid()
     }
 
-    /// Log-probs of every row's tokens `1..` under `decoder`, without gradient.
+    /// Log-probs of every row's tokens `1..` under `decoder`, without gradient, at the
+    /// learned positions (0 elsewhere).
     fn score(&self, decoder: &Decoder, rows: &[PolicyRow], groups: &[Vec<usize>]) -> Vec<Vec<f32>> {
         let device = decoder.embed.val().device();
-        let mut out = vec![Vec::new(); rows.len()];
+        let mut out: Vec<Vec<f32>> = rows.iter().map(|r| vec![0.0; r.tokens.len() - 1]).collect();
         for group in groups {
+            let (picks, targets, at) = picks(rows, group);
+            if picks.is_empty() {
+                continue;
+            }
             let seqs: Vec<&[u32]> = group.iter().map(|&i| rows[i].tokens.as_slice()).collect();
             let packed = Packed::new(&seqs, &device);
-            let width = packed.len() - 1;
-            let (lp, _) = token_logprobs(decoder, &self.rope, packed.ids, false);
+            let (lp, _) = logprobs_at(decoder, &self.rope, packed.ids, &picks, &targets, false);
             let host: Vec<f32> = lp.into_data().try_into_vec::<f32>().expect("f32");
-            for (k, &i) in group.iter().enumerate() {
-                out[i] = host[k * width..(k + 1) * width].to_vec();
+            for ((i, t), v) in at.into_iter().zip(host) {
+                out[i][t] = v;
             }
         }
         out
@@ -256,35 +276,33 @@ impl PolicyTrainer {
             let mut parts = [0.0f32; 5];
             let mut loss_total = 0.0f32;
             for group in &groups {
+                let (picks, targets, at) = picks(rows, group);
+                if picks.is_empty() {
+                    continue;
+                }
                 let seqs: Vec<&[u32]> = group.iter().map(|&i| rows[i].tokens.as_slice()).collect();
                 let packed = Packed::new(&seqs, &device);
-                let width = packed.len() - 1;
-                let shape = [group.len(), width];
-                let gather = |f: &dyn Fn(usize) -> Vec<f32>| {
-                    let values: Vec<f32> = group
-                        .iter()
-                        .flat_map(|&i| {
-                            let mut v = f(i);
-                            v.resize(width, 0.0);
-                            v
-                        })
-                        .collect();
-                    tensor2(values, shape, &device)
+                let n = picks.len();
+                let gather = |f: &dyn Fn(usize, usize) -> f32| {
+                    let values: Vec<f32> = at.iter().map(|&(i, t)| f(i, t)).collect();
+                    tensor2(values, [1, n], &device)
                 };
-                let (logprobs, entropy) = token_logprobs(
+                let (logprobs, entropy) = logprobs_at(
                     &decoder,
                     &self.rope,
                     packed.ids,
+                    &picks,
+                    &targets,
                     config.loss.entropy_coef != 0.0,
                 );
                 let out = policy_loss(
                     PolicyLossInput {
-                        logprobs,
-                        old_logprobs: gather(&|i| old[i].clone()),
-                        ref_logprobs: reference.as_ref().map(|r| gather(&|i| r[i].clone())),
-                        advantages: gather(&|i| shifted(&rows[i].advantages, width)),
-                        weights: gather(&|i| weights[i].clone()),
-                        entropy,
+                        logprobs: logprobs.unsqueeze_dim::<2>(0),
+                        old_logprobs: gather(&|i, t| old[i][t]),
+                        ref_logprobs: reference.as_ref().map(|r| gather(&|i, t| r[i][t])),
+                        advantages: gather(&|i, t| rows[i].advantages[t + 1]),
+                        weights: gather(&|i, t| weights[i][t]),
+                        entropy: entropy.map(|e| e.unsqueeze_dim::<2>(0)),
                     },
                     &config.loss,
                 );

@@ -1,0 +1,116 @@
+//! `agentfly train --config FILE.toml` and `agentfly eval --config FILE.toml --checkpoint DIR`.
+
+use agentfly_core::data::read_jsonl;
+use agentfly_trainer::run::{EvalReport, Trainer, TrainerConfig};
+use anyhow::{Context, bail};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Options of `agentfly train`.
+#[derive(clap::Args, Debug)]
+pub struct TrainArgs {
+    /// The run's TOML configuration (see `agentfly_trainer::run::TrainerConfig`).
+    #[arg(long)]
+    config: PathBuf,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Trains (resuming from the run's latest checkpoint when there is one).
+pub fn train(args: TrainArgs) -> anyhow::Result<ExitCode> {
+    let mut trainer = Trainer::from_config_file(&args.config)?;
+    if trainer.step() > 0 {
+        eprintln!(
+            "resuming from step {} in {}",
+            trainer.step(),
+            trainer.config().output.dir.display()
+        );
+    }
+    let summary = trainer.train()?;
+    if args.json {
+        println!("{}", serde_json::to_string(&summary)?);
+    } else {
+        println!(
+            "trained {} steps (resumed from {}); last mean reward {}; model in {}",
+            summary.steps,
+            summary.resumed_from,
+            summary
+                .last_reward
+                .map_or("-".into(), |r| format!("{r:.4}")),
+            summary.model_dir.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Options of `agentfly eval`.
+#[derive(clap::Args, Debug)]
+pub struct EvalArgs {
+    /// The run's TOML configuration (tools, reward, prompt, budgets, `data.eval`).
+    #[arg(long)]
+    config: PathBuf,
+    /// A checkpoint directory (or a model directory / file); default: the config's model.
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    /// Evaluate on this JSONL instead of the config's `data.eval`.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Only the first N samples.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Write the trajectories here (JSON Lines).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Greedy accuracy of a checkpoint on held-out samples, with its 95% interval.
+pub fn eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
+    let config = TrainerConfig::load(&args.config)?;
+    let model = args
+        .checkpoint
+        .clone()
+        .unwrap_or_else(|| config.model.path.clone());
+    let data = match args.data.clone().or_else(|| config.data.eval.clone()) {
+        Some(d) => d,
+        None => bail!(
+            "{}: no data.eval; pass --data FILE.jsonl",
+            args.config.display()
+        ),
+    };
+    let trainer = Trainer::with_model(config, &model)?;
+    let mut samples = read_jsonl(&data)?;
+    if let Some(n) = args.limit {
+        samples.truncate(n);
+    }
+    let report = trainer.evaluate(&samples)?;
+    if let Some(out) = &args.out {
+        let text: String = report
+            .trajectories
+            .iter()
+            .map(|t| serde_json::to_string(t).map(|l| l + "\n"))
+            .collect::<Result<_, _>>()?;
+        std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
+    }
+    print_report(&report, args.json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_report(r: &EvalReport, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(r)?);
+    } else {
+        println!(
+            "accuracy       {}/{} = {:.3} (95% CI {:.3}–{:.3})",
+            r.correct, r.samples, r.accuracy, r.interval.0, r.interval.1
+        );
+        println!("reward mean    {:.4}", r.reward_mean);
+        println!("tool-call rate {:.3}", r.tool_call_rate);
+        println!("parse errors   {:.3} per trajectory", r.parse_error_rate);
+        println!("mean turns     {:.2}", r.mean_turns);
+    }
+    Ok(())
+}
