@@ -128,10 +128,7 @@ fn tensor2(values: Vec<f32>, shape: [usize; 2], device: &Device) -> Tensor<2> {
 /// The positions a micro-batch learns from: `(row in the group, position)` pairs of the
 /// packed batch, the ids they predict, and `(row, position)` to read per-row values. A row
 /// without a mask (scoring only) has every position.
-fn picks(
-    rows: &[PolicyRow],
-    group: &[usize],
-) -> (Vec<(usize, usize)>, Vec<u32>, Vec<(usize, usize)>) {
+fn picks(rows: &[PolicyRow], group: &[usize]) -> Picks {
     let mut picks = Vec::new();
     let mut targets = Vec::new();
     let mut at = Vec::new();
@@ -145,7 +142,14 @@ fn picks(
             }
         }
     }
-    (picks, targets, at)
+    Picks { picks, targets, at }
+}
+
+/// See [`picks`].
+struct Picks {
+    picks: Vec<(usize, usize)>,
+    targets: Vec<u32>,
+    at: Vec<(usize, usize)>,
 }
 
 impl PolicyTrainer {
@@ -187,7 +191,7 @@ impl PolicyTrainer {
         let device = decoder.embed.val().device();
         let mut out: Vec<Vec<f32>> = rows.iter().map(|r| vec![0.0; r.tokens.len() - 1]).collect();
         for group in groups {
-            let (picks, targets, at) = picks(rows, group);
+            let Picks { picks, targets, at } = picks(rows, group);
             if picks.is_empty() {
                 continue;
             }
@@ -276,7 +280,7 @@ impl PolicyTrainer {
             let mut parts = [0.0f32; 5];
             let mut loss_total = 0.0f32;
             for group in &groups {
-                let (picks, targets, at) = picks(rows, group);
+                let Picks { picks, targets, at } = picks(rows, group);
                 if picks.is_empty() {
                     continue;
                 }
