@@ -35,3 +35,13 @@ fn the_custom_binary_sees_standard_and_own_tools() {
         "{text}"
     );
 }
+
+#[test]
+fn the_training_example_config_is_valid() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("runs/units.toml");
+    let config = agentfly_trainer::run::TrainerConfig::load(&path).unwrap();
+    assert_eq!(config.agent.tools, ["convert_length", "submit_answer"]);
+    assert!(config.data.train.exists() && config.data.eval.as_ref().unwrap().exists());
+    let samples = agentfly_core::data::read_jsonl(&config.data.train).unwrap();
+    assert_eq!(samples.len(), 36);
+}

@@ -273,3 +273,108 @@ fn rollout_writes_one_line_per_trajectory_and_a_summary() {
     let err = fails("calculator");
     assert!(err.contains("rollout.jsonl:2: not valid JSON"), "{err}");
 }
+
+#[test]
+fn train_then_eval_a_checkpoint() {
+    let dir = temp("train");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Answers no response can match: every group's rewards are equal, dynamic sampling
+    // drops them all, and the step has nothing to learn — the machinery runs, fast.
+    let data = dir.join("data.jsonl");
+    std::fs::write(
+        &data,
+        "{\"id\": \"a\", \"question\": \"What is 2 + 2?\", \"answer\": \"never\"}\n{\"id\": \"b\", \"question\": \"What is 3 * 3?\", \"answer\": \"never\"}\n",
+    )
+    .unwrap();
+    let config = dir.join("run.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[model]
+path = "{}"
+
+[data]
+train = "data.jsonl"
+eval = "data.jsonl"
+
+[agent]
+tools = ["calculator", "submit_answer"]
+reward = "exact_numeric"
+
+[chain]
+max_turns = 1
+max_tokens_per_turn = 8
+
+[rollout]
+chains = 2
+samples_per_step = 1
+max_rounds = 1
+
+[train]
+steps = 1
+
+[output]
+dir = "out"
+"#,
+            smollm2().display()
+        ),
+    )
+    .unwrap();
+    let out = agentfly(&["train", "--config", config.to_str().unwrap(), "--json"]);
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["steps"], 1);
+    let run = dir.join("out");
+    let metrics = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+    let m: Value = serde_json::from_str(metrics.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (m["step"].as_u64(), m["trajectories"].as_u64()),
+        (Some(1), Some(2))
+    );
+    assert!(
+        m["skipped"].as_str().unwrap().contains("nothing to learn"),
+        "{m}"
+    );
+    let checkpoint = run.join("checkpoints/step-000001");
+    assert!(checkpoint.join("model/model.safetensors").exists());
+    assert!(run.join("model/config.json").exists());
+
+    // Running again: already done, resumes at step 1 and stops.
+    let again = agentfly(&["train", "--config", config.to_str().unwrap(), "--json"]);
+    let summary: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(
+        (summary["steps"].as_u64(), summary["resumed_from"].as_u64()),
+        (Some(1), Some(1))
+    );
+
+    let trajectories = dir.join("eval.jsonl");
+    let eval = agentfly(&[
+        "eval",
+        "--config",
+        config.to_str().unwrap(),
+        "--checkpoint",
+        checkpoint.to_str().unwrap(),
+        "--out",
+        trajectories.to_str().unwrap(),
+        "--json",
+    ]);
+    let report: Value = serde_json::from_slice(&eval.stdout).unwrap();
+    assert_eq!(
+        (report["samples"].as_u64(), report["correct"].as_u64()),
+        (Some(2), Some(0))
+    );
+    let interval = report["interval"].as_array().unwrap();
+    assert_eq!(interval[0].as_f64(), Some(0.0));
+    assert!(
+        interval[1].as_f64().unwrap() > 0.5,
+        "two samples say little: {report}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&trajectories)
+            .unwrap()
+            .lines()
+            .count(),
+        2
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
