@@ -171,6 +171,20 @@ async fn a_tool_then_an_answer() {
     // The second request's context was the whole first turn.
     let requests = policy.requests();
     assert_eq!(requests[1].context, t.tokens[..t.turns[1].start]);
+
+    // The same conversation as a demonstration (SFT) is token for token the trajectory.
+    let mut messages = conversation.messages.clone();
+    messages.push(json!({"role": "assistant", "content": script[1]}));
+    let (tokens, mask) = agentfly_core::rollout::demonstration(
+        &f.template,
+        &f.tokenizer,
+        &messages,
+        Some(f.toolbox.schemas()),
+        f.eot,
+    )
+    .unwrap();
+    assert_eq!(tokens, t.tokens);
+    assert_eq!(mask, t.loss_mask);
 }
 
 #[tokio::test]

@@ -271,3 +271,59 @@ fn config_mistakes_name_the_file_and_the_key() {
     let err = Trainer::from_config_file(&path).unwrap_err().to_string();
     assert!(err.contains("calculatr"), "{err}");
 }
+
+#[test]
+fn sft_warm_start_learns_the_demonstrations_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_chat_model(dir.path());
+    let config = write_config(dir.path(), &model, 1, "sft");
+    let demos: String = (0..6)
+        .map(|i| {
+            let messages = json!([
+                {"role": "user", "content": format!("{i}+{i}?")},
+                {"role": "assistant", "content": "<tool_call>{\"name\": \"calculator\"}</tool_call>"},
+                {"role": "tool", "name": "calculator", "content": format!("{}", 2 * i)},
+                {"role": "assistant", "content": format!("ok {}", 2 * i)}
+            ]);
+            format!("{}\n", json!({"id": format!("d{i}"), "messages": messages}))
+        })
+        .collect();
+    std::fs::write(dir.path().join("demos.jsonl"), demos).unwrap();
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}\n[sft]\ndata = \"demos.jsonl\"\nepochs = 4\nbatch_size = 3\nlr = 3e-3\n"),
+    )
+    .unwrap();
+    let mut trainer = Trainer::from_config_file(&config).unwrap();
+    let report = trainer.sft().unwrap().expect("sft runs");
+    assert_eq!((report.demos, report.updates), (6, 8));
+    assert!(
+        report.last_epoch_loss < report.first_epoch_loss * 0.8,
+        "SFT loss fell: {report:?}"
+    );
+    assert!(trainer.sft().unwrap().is_none(), "once per run");
+    drop(trainer);
+    let lines = std::fs::read_to_string(dir.path().join("sft/sft_metrics.jsonl")).unwrap();
+    assert_eq!(lines.lines().count(), 8);
+    // The checkpoint records it: a new process does not redo it.
+    let mut again = Trainer::from_config_file(&config).unwrap();
+    assert!(again.sft().unwrap().is_none());
+
+    // A demonstration without an assistant turn is named.
+    std::fs::write(
+        dir.path().join("demos.jsonl"),
+        "{\"id\": \"lonely\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n",
+    )
+    .unwrap();
+    std::fs::remove_dir_all(dir.path().join("sft")).unwrap();
+    let err = Trainer::from_config_file(&config)
+        .unwrap()
+        .sft()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("demonstration `lonely`") && err.contains("no assistant"),
+        "{err}"
+    );
+}

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use std::time::Instant;
 
 /// Stands in for a turn's text while the environment's part is worked out.
-const TURN_MARKER: &str = "\u{2983}agentfly-turn\u{2984}";
+pub(crate) const TURN_MARKER: &str = "\u{2983}agentfly-turn\u{2984}";
 
 /// How chains run.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]

@@ -7,12 +7,14 @@
 //! - [`Rollout`]: samples × n chains with bounded concurrency, and their [`RolloutSummary`].
 
 mod chain;
+mod demo;
 pub mod format;
 mod policy;
 mod run;
 mod trajectory;
 
 pub use chain::{ChainConfig, ChainSetup, sample_messages};
+pub use demo::{DemoError, demonstration};
 pub use policy::{GenerateRequest, Generated, GenerationEnd, Policy, PolicyError, ScriptedPolicy};
 pub use run::{Rollout, RolloutOutput, RolloutSummary, chain_seed};
 pub use trajectory::{CallRecord, ChainEnd, Trajectory, Turn, TurnRow};

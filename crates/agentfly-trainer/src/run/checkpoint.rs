@@ -15,6 +15,9 @@ pub struct RunState {
     pub step: usize,
     /// Samples drawn from the training set so far.
     pub cursor: u64,
+    /// The supervised warm start is done.
+    #[serde(default)]
+    pub sft_done: bool,
     /// The optimizer state is keyed by parameter ids: the ids of the policy's parameters
     /// in traversal order, given back to the reloaded policy.
     pub param_ids: Vec<u64>,

@@ -62,8 +62,49 @@ pub struct TrainerConfig {
     /// The optimizer.
     #[serde(default)]
     pub optim: OptimConfig,
+    /// A supervised warm start on demonstrations, before RL.
+    #[serde(default)]
+    pub sft: Option<SftSection>,
     /// Where checkpoints, metrics and the final model go.
     pub output: OutputSection,
+}
+
+/// `[sft]`: supervised fine-tuning on demonstrations (JSONL samples whose `messages` hold
+/// whole conversations with assistant turns and tool results), run once before RL. The
+/// loss applies to the assistant's tokens only, tokenized exactly as rollouts tokenize.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SftSection {
+    /// The demonstrations.
+    pub data: PathBuf,
+    /// Passes over them.
+    #[serde(default = "one")]
+    pub epochs: usize,
+    /// Demonstrations per update.
+    #[serde(default = "eight")]
+    pub batch_size: usize,
+    /// Learning rate (constant; SFT has its own AdamW).
+    #[serde(default = "sft_lr")]
+    pub lr: f64,
+    /// Padded positions per micro-batch.
+    #[serde(default = "sft_tokens")]
+    pub micro_batch_tokens: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn eight() -> usize {
+    8
+}
+
+fn sft_lr() -> f64 {
+    1e-5
+}
+
+fn sft_tokens() -> usize {
+    4096
 }
 
 /// `[model]`.
@@ -275,6 +316,9 @@ impl TrainerConfig {
             fix(p);
         }
         fix(&mut self.output.dir);
+        if let Some(sft) = &mut self.sft {
+            fix(&mut sft.data);
+        }
     }
 
     /// Checks the values; the message starts with the key at fault.
@@ -312,8 +356,16 @@ impl TrainerConfig {
         if self.rollout.chains == 0 {
             return Err("rollout.chains: must be at least 1".into());
         }
-        if self.train.steps == 0 {
-            return Err("train.steps: must be at least 1".into());
+        if self.train.steps == 0 && self.sft.is_none() {
+            return Err("train.steps: must be at least 1 (or configure [sft])".into());
+        }
+        if let Some(sft) = &self.sft {
+            if sft.epochs == 0 || sft.batch_size == 0 {
+                return Err("sft.epochs / sft.batch_size: must be at least 1".into());
+            }
+            if !(sft.lr > 0.0 && sft.lr.is_finite()) {
+                return Err("sft.lr: must be a positive number".into());
+            }
         }
         if !(self.optim.lr > 0.0 && self.optim.lr.is_finite()) {
             return Err("optim.lr: must be a positive number".into());

@@ -16,7 +16,7 @@ mod config;
 
 pub use config::{
     AgentSection, AlgorithmSection, ConfigError, DataSection, ModelSection, OutputSection,
-    RolloutSection, TrainSection, TrainerConfig,
+    RolloutSection, SftSection, TrainSection, TrainerConfig,
 };
 
 use crate::device::parse_device;
@@ -68,6 +68,31 @@ pub enum TrainError {
     /// The engine stopped.
     #[error("generation engine: {0}")]
     Engine(String),
+    /// A demonstration cannot be used for SFT.
+    #[error("{path}: demonstration `{sample}`: {message}")]
+    Demo {
+        /// The file.
+        path: PathBuf,
+        /// The sample's id.
+        sample: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// What the supervised warm start did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SftReport {
+    /// Demonstrations.
+    pub demos: usize,
+    /// Updates.
+    pub updates: usize,
+    /// Mean loss of the first epoch.
+    pub first_epoch_loss: f32,
+    /// Mean loss of the last epoch.
+    pub last_epoch_loss: f32,
+    /// Seconds.
+    pub seconds: f64,
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> TrainError + '_ {
@@ -198,6 +223,7 @@ pub struct Trainer {
     eval: Vec<Sample>,
     step: usize,
     cursor: u64,
+    sft_done: bool,
     resumed_from: usize,
     device: Device,
 }
@@ -301,7 +327,7 @@ impl Trainer {
             config.optim.clone(),
             config.train.steps,
         );
-        let (mut step, mut cursor, mut resumed_from) = (0, 0, 0);
+        let (mut step, mut cursor, mut resumed_from, mut sft_done) = (0, 0, 0, false);
         if let Some((optim_path, saved)) = state {
             let optim = config
                 .optim
@@ -313,7 +339,8 @@ impl Trainer {
                 })?;
             policy.set_optimizer(optim);
             policy.step = saved.step;
-            (step, cursor, resumed_from) = (saved.step, saved.cursor, saved.step);
+            (step, cursor, resumed_from, sft_done) =
+                (saved.step, saved.cursor, saved.step, saved.sft_done);
         }
         let pools = EnvPools::new(PoolConfig {
             capacity: config.rollout.env_capacity.max(1),
@@ -342,6 +369,7 @@ impl Trainer {
             eval,
             step,
             cursor,
+            sft_done,
             resumed_from,
             device,
         })
@@ -612,12 +640,113 @@ impl Trainer {
             .collect()
     }
 
+    /// The supervised warm start of `[sft]`, once per run (a checkpoint records it; an
+    /// interrupted SFT starts over). Lines of `output.dir/sft_metrics.jsonl` per update.
+    pub fn sft(&mut self) -> Result<Option<SftReport>, TrainError> {
+        let Some(sft) = self.config.sft.clone() else {
+            return Ok(None);
+        };
+        if self.sft_done {
+            return Ok(None);
+        }
+        let start = Instant::now();
+        let demos = read_jsonl(&sft.data)?;
+        let system = self.system_prompt()?;
+        let tools = (!self.toolbox.is_empty()).then(|| self.toolbox.schemas());
+        let mut rows = Vec::with_capacity(demos.len());
+        for demo in &demos {
+            let bad = |message: String| TrainError::Demo {
+                path: sft.data.clone(),
+                sample: demo.id.clone(),
+                message,
+            };
+            let messages = agentfly_core::rollout::sample_messages(demo, &system).map_err(bad)?;
+            let (tokens, mask) = agentfly_core::rollout::demonstration(
+                &self.template,
+                &self.tokenizer,
+                &messages,
+                tools.clone(),
+                self.eos[0],
+            )
+            .map_err(|e| bad(e.to_string()))?;
+            let n = tokens.len();
+            rows.push(PolicyRow {
+                tokens,
+                mask: mask.into_iter().map(f32::from).collect(),
+                advantages: vec![0.0; n],
+            });
+        }
+        let mut optim = crate::train::OptimConfig {
+            lr: sft.lr,
+            warmup_steps: 0,
+            schedule: crate::train::Schedule::Constant,
+            ..self.config.optim.clone()
+        }
+        .init();
+        let dir = self.config.output.dir.clone();
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let path = dir.join("sft_metrics.jsonl");
+        let mut log = std::fs::File::create(&path).map_err(io(&path))?;
+        let (mut updates, mut first, mut last) = (0, 0.0f32, 0.0f32);
+        for epoch in 0..sft.epochs {
+            let mut order: Vec<usize> = (0..rows.len()).collect();
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(
+                self.config.train.seed ^ (epoch as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D),
+            );
+            order.shuffle(&mut rng);
+            let (mut total, mut batches) = (0.0f32, 0);
+            for (b, chunk) in order.chunks(sft.batch_size).enumerate() {
+                let batch: Vec<PolicyRow> = chunk.iter().map(|&i| rows[i].clone()).collect();
+                let report =
+                    self.policy
+                        .sft_update(&batch, sft.micro_batch_tokens, &mut optim, sft.lr);
+                updates += report.updates;
+                total += report.loss;
+                batches += 1;
+                let line = serde_json::json!({
+                    "epoch": epoch + 1, "batch": b + 1, "loss": report.loss,
+                    "grad_norm": report.grad_norm, "tokens": report.tokens,
+                    "skipped": report.skipped,
+                });
+                writeln!(log, "{line}").map_err(io(&path))?;
+            }
+            let mean = total / batches.max(1) as f32;
+            if epoch == 0 {
+                first = mean;
+            }
+            last = mean;
+        }
+        let decoder = self.policy.snapshot();
+        self.engine
+            .with_model(move |model| model.decoder = decoder)
+            .map_err(|e| TrainError::Engine(e.to_string()))?;
+        self.sft_done = true;
+        self.save_checkpoint()?;
+        Ok(Some(SftReport {
+            demos: rows.len(),
+            updates,
+            first_epoch_loss: first,
+            last_epoch_loss: last,
+            seconds: start.elapsed().as_secs_f64(),
+        }))
+    }
+
     /// Runs the remaining steps: metrics to `output.dir/metrics.jsonl`, a progress line,
     /// checkpoints every `checkpoint_every` steps and at the end, the final model in
     /// `output.dir/model`.
     pub fn train(&mut self) -> Result<TrainSummary, TrainError> {
         let dir = self.config.output.dir.clone();
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        if let Some(report) = self.sft()? {
+            eprintln!(
+                "sft: {} demonstrations, {} updates, loss {:.4} -> {:.4} ({:.1}s)",
+                report.demos,
+                report.updates,
+                report.first_epoch_loss,
+                report.last_epoch_loss,
+                report.seconds
+            );
+        }
         let metrics_path = dir.join("metrics.jsonl");
         self.trim_metrics(&metrics_path)?;
         let total = self.config.train.steps;
@@ -735,6 +864,7 @@ impl Trainer {
         let state = checkpoint::RunState {
             step: self.step,
             cursor: self.cursor,
+            sft_done: self.sft_done,
             param_ids: checkpoint::param_ids(self.policy.decoder()),
         };
         let model = self.pretrained();

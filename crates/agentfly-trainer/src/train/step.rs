@@ -246,6 +246,63 @@ impl PolicyTrainer {
         self.optim = optim;
     }
 
+    /// One supervised update (SFT): masked cross-entropy, token-mean over the rows' masked
+    /// tokens, with `optim` (SFT keeps its own optimizer and learning rate) at `lr`.
+    /// Returns the loss and the gradient norm; a non-finite one skips the update.
+    pub fn sft_update(
+        &mut self,
+        rows: &[PolicyRow],
+        micro_batch_tokens: usize,
+        optim: &mut ModuleOptimizer,
+        lr: f64,
+    ) -> StepReport {
+        let lens: Vec<usize> = rows.iter().map(|r| r.tokens.len()).collect();
+        let groups = micro_batches(&lens, micro_batch_tokens.max(1));
+        let masks: Vec<Vec<f32>> = rows.iter().map(|r| r.mask[1..].to_vec()).collect();
+        let weights = aggregation_weights(&masks, super::loss::LossAggregation::TokenMean);
+        let decoder = self.decoder.take().expect("the decoder is in place");
+        let device = decoder.embed.val().device();
+        let mut accumulator = GradientsAccumulator::new();
+        let mut report = StepReport {
+            lr,
+            tokens: masks.iter().flatten().filter(|&&m| m > 0.0).count(),
+            micro_batches: groups.len(),
+            ..StepReport::default()
+        };
+        for group in &groups {
+            let Picks { picks, targets, at } = picks(rows, group);
+            if picks.is_empty() {
+                continue;
+            }
+            let seqs: Vec<&[u32]> = group.iter().map(|&i| rows[i].tokens.as_slice()).collect();
+            let packed = Packed::new(&seqs, &device);
+            let n = picks.len();
+            let (logprobs, _) =
+                logprobs_at(&decoder, &self.rope, packed.ids, &picks, &targets, false);
+            let w: Vec<f32> = at.iter().map(|&(i, t)| weights[i][t]).collect();
+            let loss =
+                super::loss::sft_loss(logprobs.unsqueeze_dim::<2>(0), tensor2(w, [1, n], &device));
+            report.loss += loss.clone().into_scalar::<f32>();
+            accumulator.accumulate(
+                &decoder,
+                GradientsParams::from_grads(loss.backward(), &decoder),
+            );
+        }
+        let mut grads = accumulator.grads();
+        report.grad_norm = clip_grad_norm(&decoder, &mut grads, self.optim_config.max_grad_norm);
+        if report.loss.is_finite() && report.grad_norm.is_finite() {
+            self.decoder = Some(optim.step(lr, decoder, grads));
+            report.updates = 1;
+        } else {
+            report.skipped = Some(format!(
+                "non-finite SFT loss {} or gradient norm {}: update skipped, weights unchanged",
+                report.loss, report.grad_norm
+            ));
+            self.decoder = Some(decoder);
+        }
+        report
+    }
+
     /// One batch: `ppo_epochs` optimizer updates on `rows` (each at least 2 tokens).
     pub fn update(&mut self, rows: &[PolicyRow], config: &StepConfig) -> StepReport {
         let lens: Vec<usize> = rows.iter().map(|r| r.tokens.len()).collect();
