@@ -1,6 +1,7 @@
-//! Training throughput of SmolLM2-135M in f32 (`AGENTFLY_DEVICE`, default cpu): one step of forward + backward
-//! + global-norm clipping + AdamW on the causal-LM loss, micro-batch 4 × 512 tokens,
-//! against the same step in PyTorch (transformers) on the same weights in the same run.
+//! Training throughput of SmolLM2-135M in f32 (`AGENTFLY_DEVICE`, default cpu): one step
+//! of forward, backward, global-norm clipping and AdamW on the causal-LM loss, micro-batch
+//! 4 × 512 tokens, against the same step in PyTorch (transformers) on the same weights in
+//! the same run.
 //!
 //! ```sh
 //! scripts/fetch-smollm2.sh && scripts/bench/setup-venv.sh
