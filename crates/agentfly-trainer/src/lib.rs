@@ -6,11 +6,11 @@
 //! | [`io`] | Hugging Face directories and GGUF files in, Hugging Face directories out |
 //! | [`generate`] | batched KV-cache generation and sampling |
 //! | [`engine`] | the generation engine: the model on its own thread, continuous batching, core's `Policy` |
-//! | [`train`] | per-token log-probs, masked PPO-family and SFT losses, AdamW with global-norm clipping |
+//! | [`train`] | per-token log-probs, masked PPO-family and SFT losses, the critic's value head, AdamW with global-norm clipping |
 //! | [`run`] | the training loop: `Trainer` from a TOML config, metrics, atomic checkpoints, resume, evaluation |
 //! | [`device`] | choosing the Burn device (`cpu`, `wgpu`, `cuda:N`) |
 //!
-//! Planned: the PPO critic (GAE), SFT in the loop, the training-throughput benchmark.
+//! Planned: a faster training device (libtorch), the calculator main job.
 
 #![warn(missing_docs)]
 

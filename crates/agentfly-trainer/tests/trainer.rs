@@ -144,14 +144,35 @@ fn weights(dir: &Path) -> Vec<f32> {
     all.into_iter().flat_map(|(_, t)| t.data.clone()).collect()
 }
 
+fn with_estimator(config: PathBuf, estimator: &str) -> PathBuf {
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}\n[algorithm]\nestimator = {estimator}\n"),
+    )
+    .unwrap();
+    config
+}
+
 #[test]
 fn a_resumed_run_ends_exactly_where_an_uninterrupted_one_does() {
+    resume_equivalence("{ name = \"grpo\" }");
+}
+
+#[test]
+fn ppo_with_a_critic_trains_and_resumes_exactly() {
+    resume_equivalence("{ name = \"gae\", gamma = 1.0, lambda = 0.95 }");
+}
+
+fn resume_equivalence(estimator: &str) {
     let dir = tempfile::tempdir().unwrap();
     let model = tiny_chat_model(dir.path());
+    let config =
+        |steps, out| with_estimator(write_config(dir.path(), &model, steps, out), estimator);
+    let gae = estimator.contains("gae");
 
     // Uninterrupted: 2 steps.
-    let mut straight =
-        Trainer::from_config_file(write_config(dir.path(), &model, 2, "straight")).unwrap();
+    let mut straight = Trainer::from_config_file(config(2, "straight")).unwrap();
     let summary = straight.train().unwrap();
     assert_eq!((summary.steps, summary.resumed_from), (2, 0));
     drop(straight);
@@ -185,6 +206,14 @@ fn a_resumed_run_ends_exactly_where_an_uninterrupted_one_does() {
         metrics.iter().any(|m| m["updates"].as_u64().unwrap() > 0),
         "{metrics:?}"
     );
+    if gae {
+        assert!(
+            metrics
+                .iter()
+                .any(|m| m["value_loss"].as_f64().unwrap() > 0.0),
+            "the critic is trained: {metrics:?}"
+        );
+    }
     // Checkpoints: the latest two steps, no leftovers of unfinished writes.
     let checkpoints = out.join("checkpoints");
     assert_eq!(
@@ -207,17 +236,16 @@ fn a_resumed_run_ends_exactly_where_an_uninterrupted_one_does() {
     ] {
         assert!(checkpoints.join("step-000002").join(f).exists(), "{f}");
     }
+    assert_eq!(checkpoints.join("step-000002/critic.json").exists(), gae);
 
     // Interrupted after step 1 (a crash mid-checkpoint leaves an incomplete directory),
     // then resumed to step 2.
-    let mut first =
-        Trainer::from_config_file(write_config(dir.path(), &model, 1, "resumed")).unwrap();
+    let mut first = Trainer::from_config_file(config(1, "resumed")).unwrap();
     first.train().unwrap();
     drop(first);
     let resumed_dir = dir.path().join("resumed");
     std::fs::create_dir_all(resumed_dir.join("checkpoints/.incomplete-crash/model")).unwrap();
-    let mut second =
-        Trainer::from_config_file(write_config(dir.path(), &model, 2, "resumed")).unwrap();
+    let mut second = Trainer::from_config_file(config(2, "resumed")).unwrap();
     assert_eq!(second.step(), 1);
     let summary = second.train().unwrap();
     assert_eq!((summary.steps, summary.resumed_from), (2, 1));

@@ -223,6 +223,10 @@ pub struct TrainSection {
     pub ppo_epochs: usize,
     /// Padded positions per micro-batch.
     pub micro_batch_tokens: usize,
+    /// Weight of the critic's value loss (estimator `gae`).
+    pub value_coef: f32,
+    /// Clip range of the value loss.
+    pub value_clip: f32,
     /// The loss.
     pub loss: PolicyLossConfig,
 }
@@ -235,6 +239,8 @@ impl Default for TrainSection {
             seed: 0,
             ppo_epochs: step.ppo_epochs,
             micro_batch_tokens: step.micro_batch_tokens,
+            value_coef: step.value_coef,
+            value_clip: step.value_clip,
             loss: step.loss,
         }
     }
@@ -247,6 +253,8 @@ impl TrainSection {
             loss: self.loss.clone(),
             ppo_epochs: self.ppo_epochs,
             micro_batch_tokens: self.micro_batch_tokens,
+            value_coef: self.value_coef,
+            value_clip: self.value_clip,
         }
     }
 }
@@ -344,11 +352,6 @@ impl TrainerConfig {
                     .and_then(|v| v["name"].as_str().map(str::to_string))
                     .unwrap_or_default()
             ));
-        }
-        if self.algorithm.estimator.needs_values() {
-            return Err(
-                "algorithm.estimator: gae needs a critic, which the training loop does not have yet; use grpo, rloo or reinforce_plus_plus".into(),
-            );
         }
         if self.rollout.samples_per_step == 0 {
             return Err("rollout.samples_per_step: must be at least 1".into());

@@ -327,6 +327,13 @@ impl Trainer {
             config.optim.clone(),
             config.train.steps,
         );
+        if config.algorithm.estimator.needs_values() {
+            let head = crate::train::ValueHead::new(
+                model_config_hidden(&trained.config),
+                &device.clone().autodiff(),
+            );
+            policy.set_critic(head, None);
+        }
         let (mut step, mut cursor, mut resumed_from, mut sft_done) = (0, 0, 0, false);
         if let Some((optim_path, saved)) = state {
             let optim = config
@@ -338,6 +345,17 @@ impl Trainer {
                     message: format!("{e:?}"),
                 })?;
             policy.set_optimizer(optim);
+            if let Some(dir) = optim_path.parent()
+                && config.algorithm.estimator.needs_values()
+            {
+                let (head, optim) =
+                    checkpoint::load_critic(dir, &config.optim, &device.clone().autodiff())
+                        .map_err(|message| TrainError::Io {
+                            path: dir.join("critic.json"),
+                            message,
+                        })?;
+                policy.set_critic(head, Some(optim));
+            }
             policy.step = saved.step;
             (step, cursor, resumed_from, sft_done) =
                 (saved.step, saved.cursor, saved.step, saved.sft_done);
@@ -617,27 +635,40 @@ impl Trainer {
             })
             .collect();
         let estimator = &self.config.algorithm.estimator;
+        let budget = self.config.train.micro_batch_tokens;
         let kl = if estimator.needs_kl() {
             let tokens: Vec<&[u32]> = usable.iter().map(|t| t.tokens.as_slice()).collect();
-            self.policy
-                .kl_to_reference(&tokens, self.config.train.micro_batch_tokens)
+            self.policy.kl_to_reference(&tokens, budget)
         } else {
             None
         };
-        let advantages = match estimator.compute(&items, kl.as_deref(), None) {
-            Ok(a) => a.advantages,
-            Err(_) => return Vec::new(),
-        };
-        usable
+        let mut rows: Vec<PolicyRow> = usable
             .iter()
-            .zip(masks)
-            .zip(advantages)
-            .map(|((t, m), a)| PolicyRow {
+            .zip(&masks)
+            .map(|(t, m)| PolicyRow {
                 tokens: t.tokens.clone(),
                 mask: m.iter().map(|&x| f32::from(x)).collect(),
-                advantages: a,
+                advantages: Vec::new(),
+                returns: Vec::new(),
+                old_values: Vec::new(),
             })
-            .collect()
+            .collect();
+        let values = if estimator.needs_values() {
+            self.policy.values(&rows, budget)
+        } else {
+            None
+        };
+        let Ok(computed) = estimator.compute(&items, kl.as_deref(), values.as_deref()) else {
+            return Vec::new();
+        };
+        for (k, row) in rows.iter_mut().enumerate() {
+            row.advantages = computed.advantages[k].clone();
+            if let (Some(values), Some(returns)) = (&values, computed.returns.get(k)) {
+                row.returns = returns.clone();
+                row.old_values = values[k].clone();
+            }
+        }
+        rows
     }
 
     /// The supervised warm start of `[sft]`, once per run (a checkpoint records it; an
@@ -674,6 +705,8 @@ impl Trainer {
                 tokens,
                 mask: mask.into_iter().map(f32::from).collect(),
                 advantages: vec![0.0; n],
+                returns: Vec::new(),
+                old_values: Vec::new(),
             });
         }
         let mut optim = crate::train::OptimConfig {
@@ -882,6 +915,9 @@ impl Trainer {
                     .optimizer()
                     .save(tmp.join("optimizer.bpk"))
                     .map_err(|e| std::io::Error::other(format!("optimizer state: {e:?}")))?;
+                if let Some((head, optim)) = self.policy.critic() {
+                    checkpoint::save_critic(tmp, head, optim).map_err(std::io::Error::other)?;
+                }
                 let config = toml::to_string(&self.config).map_err(std::io::Error::other)?;
                 std::fs::write(tmp.join("config.toml"), config)?;
                 std::fs::write(
@@ -893,4 +929,8 @@ impl Trainer {
         .map_err(|e| failure.take().unwrap_or_else(|| io(&root)(e)))?;
         Ok(final_dir)
     }
+}
+
+fn model_config_hidden(config: &ModelConfig) -> usize {
+    config.hidden_size
 }

@@ -82,7 +82,7 @@ pub fn logprobs_from_logits(
 /// Log-probabilities (and entropies) of the next token at chosen positions only: `picks`
 /// are `(row, position)` pairs of the packed `ids` and `targets` the ids they predict. The
 /// vocabulary projection — the largest matrix product of a small model — runs on those
-/// positions alone, so prompts and tool observations cost only the trunk. Returns `[N]`.
+/// positions alone, so prompts and tool observations cost only the trunk.
 pub fn logprobs_at(
     decoder: &Decoder,
     rope: &Rope,
@@ -90,7 +90,7 @@ pub fn logprobs_at(
     picks: &[(usize, usize)],
     targets: &[u32],
     with_entropy: bool,
-) -> (Tensor<1>, Option<Tensor<1>>) {
+) -> AtPositions {
     let [batch, len] = ids.dims();
     let device = ids.device();
     let positions = Tensor::<1, Int>::arange(0..len as i64, &device)
@@ -110,16 +110,27 @@ pub fn logprobs_at(
     let n = index.len();
     let chosen = hidden
         .reshape([batch * len, width])
-        .select(0, Tensor::from_data(TensorData::new(index, [n]), &device))
-        .unsqueeze_dim::<3>(0);
-    let logits = decoder.logits(chosen);
+        .select(0, Tensor::from_data(TensorData::new(index, [n]), &device));
+    let logits = decoder.logits(chosen.clone().unsqueeze_dim::<3>(0));
     let targets = Tensor::from_data(
         TensorData::new(targets.iter().map(|&t| i64::from(t)).collect(), [1, n]),
         &device,
     );
     let (lp, entropy) = logprobs_from_logits(logits, targets, with_entropy);
-    (
-        lp.squeeze_dim::<1>(0),
-        entropy.map(|e| e.squeeze_dim::<1>(0)),
-    )
+    AtPositions {
+        logprobs: lp.squeeze_dim::<1>(0),
+        entropy: entropy.map(|e| e.squeeze_dim::<1>(0)),
+        hidden: chosen,
+    }
+}
+
+/// What [`logprobs_at`] computes at the chosen positions.
+#[derive(Debug, Clone)]
+pub struct AtPositions {
+    /// `[N]` log-probabilities of the targets.
+    pub logprobs: Tensor<1>,
+    /// `[N]` entropies, when asked.
+    pub entropy: Option<Tensor<1>>,
+    /// `[N, hidden]` final hidden states there (what a value head reads).
+    pub hidden: Tensor<2>,
 }

@@ -5,6 +5,7 @@
 use super::logprobs::{Packed, logprobs_at};
 use super::loss::{PolicyLossConfig, PolicyLossInput, aggregation_weights, policy_loss};
 use super::optim::{OptimConfig, clip_grad_norm};
+use super::value::{ValueHead, value_loss};
 use crate::model::{Decoder, Rope};
 use burn::module::Module;
 use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
@@ -20,6 +21,10 @@ pub struct PolicyRow {
     pub mask: Vec<f32>,
     /// Per token: its advantage.
     pub advantages: Vec<f32>,
+    /// Per token: the critic's target (GAE's returns); empty without a critic.
+    pub returns: Vec<f32>,
+    /// Per token: the critic's values when the batch was rolled out; empty without one.
+    pub old_values: Vec<f32>,
 }
 
 /// How one update runs.
@@ -33,6 +38,10 @@ pub struct StepConfig {
     pub ppo_epochs: usize,
     /// A micro-batch holds at most this many padded positions (at least one sequence).
     pub micro_batch_tokens: usize,
+    /// Weight of the critic's value loss (PPO with GAE).
+    pub value_coef: f32,
+    /// How far a value may move from its rollout-time value before the loss clips it.
+    pub value_clip: f32,
 }
 
 impl Default for StepConfig {
@@ -41,6 +50,8 @@ impl Default for StepConfig {
             loss: PolicyLossConfig::default(),
             ppo_epochs: 1,
             micro_batch_tokens: 4096,
+            value_coef: 0.5,
+            value_clip: 0.2,
         }
     }
 }
@@ -62,6 +73,8 @@ pub struct StepReport {
     pub ratio_deviation: f32,
     /// Global gradient norm before clipping (last epoch).
     pub grad_norm: f32,
+    /// The critic's clipped value loss (0 without a critic).
+    pub value_loss: f32,
     /// The learning rate used.
     pub lr: f64,
     /// Tokens the loss applied to.
@@ -81,6 +94,7 @@ pub struct PolicyTrainer {
     rope: Rope,
     reference: Option<Decoder>,
     optim: ModuleOptimizer,
+    critic: Option<(ValueHead, ModuleOptimizer)>,
     /// The optimizer's settings and schedule.
     pub optim_config: OptimConfig,
     /// Updates applied so far (the schedule's step).
@@ -125,6 +139,17 @@ fn tensor2(values: Vec<f32>, shape: [usize; 2], device: &Device) -> Tensor<2> {
     Tensor::from_data(TensorData::new(values, shape), device)
 }
 
+/// One AdamW step of the critic.
+fn optim_step(
+    mut optim: ModuleOptimizer,
+    lr: f64,
+    head: ValueHead,
+    grads: GradientsParams,
+) -> (ValueHead, ModuleOptimizer) {
+    let head = optim.step(lr, head, grads);
+    (head, optim)
+}
+
 /// The positions a micro-batch learns from: `(row in the group, position)` pairs of the
 /// packed batch, the ids they predict, and `(row, position)` to read per-row values. A row
 /// without a mask (scoring only) has every position.
@@ -167,10 +192,23 @@ impl PolicyTrainer {
             rope,
             reference,
             optim: optim_config.init(),
+            critic: None,
             optim_config,
             step: 0,
             total_steps,
         }
+    }
+
+    /// Adds a critic (PPO with GAE): `head`, trained by an AdamW of its own with the
+    /// policy's settings; `optim` resumes its state.
+    pub fn set_critic(&mut self, head: ValueHead, optim: Option<ModuleOptimizer>) {
+        let optim = optim.unwrap_or_else(|| self.optim_config.init());
+        self.critic = Some((head, optim));
+    }
+
+    /// The critic and its optimizer, when there is one.
+    pub fn critic(&self) -> Option<&(ValueHead, ModuleOptimizer)> {
+        self.critic.as_ref()
     }
 
     /// The policy being trained.
@@ -188,8 +226,21 @@ impl PolicyTrainer {
     /// Log-probs of every row's tokens `1..` under `decoder`, without gradient, at the
     /// learned positions (0 elsewhere).
     fn score(&self, decoder: &Decoder, rows: &[PolicyRow], groups: &[Vec<usize>]) -> Vec<Vec<f32>> {
+        self.score_with(decoder, rows, groups, None).0
+    }
+
+    /// [`score`](Self::score), and the values of `head` at the same positions (aligned to
+    /// the predicted token: `values[i][t + 1]`).
+    fn score_with(
+        &self,
+        decoder: &Decoder,
+        rows: &[PolicyRow],
+        groups: &[Vec<usize>],
+        head: Option<&ValueHead>,
+    ) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
         let device = decoder.embed.val().device();
         let mut out: Vec<Vec<f32>> = rows.iter().map(|r| vec![0.0; r.tokens.len() - 1]).collect();
+        let mut values: Vec<Vec<f32>> = rows.iter().map(|r| vec![0.0; r.tokens.len()]).collect();
         for group in groups {
             let Picks { picks, targets, at } = picks(rows, group);
             if picks.is_empty() {
@@ -197,13 +248,33 @@ impl PolicyTrainer {
             }
             let seqs: Vec<&[u32]> = group.iter().map(|&i| rows[i].tokens.as_slice()).collect();
             let packed = Packed::new(&seqs, &device);
-            let (lp, _) = logprobs_at(decoder, &self.rope, packed.ids, &picks, &targets, false);
-            let host: Vec<f32> = lp.into_data().try_into_vec::<f32>().expect("f32");
-            for ((i, t), v) in at.into_iter().zip(host) {
+            let got = logprobs_at(decoder, &self.rope, packed.ids, &picks, &targets, false);
+            let host: Vec<f32> = got.logprobs.into_data().try_into_vec::<f32>().expect("f32");
+            for (&(i, t), v) in at.iter().zip(host) {
                 out[i][t] = v;
             }
+            if let Some(head) = head {
+                let head = head.valid();
+                let v = head.forward(got.hidden.inner());
+                let host: Vec<f32> = v.into_data().try_into_vec::<f32>().expect("f32");
+                for (&(i, t), v) in at.iter().zip(host) {
+                    values[i][t + 1] = v;
+                }
+            }
         }
-        out
+        (out, values)
+    }
+
+    /// The critic's values of each row's learned tokens (aligned to tokens, 0 elsewhere),
+    /// for GAE; `None` without a critic.
+    pub fn values(&self, rows: &[PolicyRow], budget: usize) -> Option<Vec<Vec<f32>>> {
+        let (head, _) = self.critic.as_ref()?;
+        let lens: Vec<usize> = rows.iter().map(|r| r.tokens.len()).collect();
+        let groups = micro_batches(&lens, budget.max(1));
+        Some(
+            self.score_with(&self.snapshot(), rows, &groups, Some(head))
+                .1,
+        )
     }
 
     /// Per token of each row, `log π(t) − log π_ref(t)` (k1) under the current policy and
@@ -217,6 +288,8 @@ impl PolicyTrainer {
                 tokens: t.to_vec(),
                 mask: Vec::new(),
                 advantages: Vec::new(),
+                returns: Vec::new(),
+                old_values: Vec::new(),
             })
             .collect();
         let lens: Vec<usize> = tokens.iter().map(|t| t.len()).collect();
@@ -277,8 +350,8 @@ impl PolicyTrainer {
             let seqs: Vec<&[u32]> = group.iter().map(|&i| rows[i].tokens.as_slice()).collect();
             let packed = Packed::new(&seqs, &device);
             let n = picks.len();
-            let (logprobs, _) =
-                logprobs_at(&decoder, &self.rope, packed.ids, &picks, &targets, false);
+            let logprobs =
+                logprobs_at(&decoder, &self.rope, packed.ids, &picks, &targets, false).logprobs;
             let w: Vec<f32> = at.iter().map(|&(i, t)| weights[i][t]).collect();
             let loss =
                 super::loss::sft_loss(logprobs.unsqueeze_dim::<2>(0), tensor2(w, [1, n], &device));
@@ -330,12 +403,17 @@ impl PolicyTrainer {
             report.skipped = Some("a KL penalty needs a reference model".into());
             return report;
         }
+        let has_returns = rows
+            .iter()
+            .all(|r| r.returns.len() == r.tokens.len() && r.old_values.len() == r.tokens.len());
         for _ in 0..config.ppo_epochs.max(1) {
             let decoder = self.decoder.take().expect("the decoder is in place");
             let device = decoder.embed.val().device();
             let mut accumulator = GradientsAccumulator::new();
+            let mut critic_grads = GradientsAccumulator::new();
             let mut parts = [0.0f32; 5];
             let mut loss_total = 0.0f32;
+            let mut value_total = 0.0f32;
             for group in &groups {
                 let Picks { picks, targets, at } = picks(rows, group);
                 if picks.is_empty() {
@@ -348,7 +426,7 @@ impl PolicyTrainer {
                     let values: Vec<f32> = at.iter().map(|&(i, t)| f(i, t)).collect();
                     tensor2(values, [1, n], &device)
                 };
-                let (logprobs, entropy) = logprobs_at(
+                let got = logprobs_at(
                     &decoder,
                     &self.rope,
                     packed.ids,
@@ -356,6 +434,23 @@ impl PolicyTrainer {
                     &targets,
                     config.loss.entropy_coef != 0.0,
                 );
+                let (logprobs, entropy) = (got.logprobs, got.entropy);
+                let critic_loss = match (&self.critic, has_returns) {
+                    (Some((head, _)), true) => {
+                        let flat = |f: &dyn Fn(usize, usize) -> f32| {
+                            let values: Vec<f32> = at.iter().map(|&(i, t)| f(i, t)).collect();
+                            Tensor::<1>::from_data(TensorData::new(values, [n]), &device)
+                        };
+                        Some(value_loss(
+                            head.forward(got.hidden),
+                            flat(&|i, t| rows[i].old_values[t + 1]),
+                            flat(&|i, t| rows[i].returns[t + 1]),
+                            flat(&|i, t| weights[i][t]),
+                            config.value_clip,
+                        ))
+                    }
+                    _ => None,
+                };
                 let out = policy_loss(
                     PolicyLossInput {
                         logprobs: logprobs.unsqueeze_dim::<2>(0),
@@ -372,8 +467,18 @@ impl PolicyTrainer {
                     *total += x;
                 }
                 loss_total += out.loss.clone().into_scalar::<f32>();
-                let grads = GradientsParams::from_grads(out.loss.backward(), &decoder);
-                accumulator.accumulate(&decoder, grads);
+                let total = match critic_loss {
+                    Some(v) => {
+                        value_total += v.clone().into_scalar::<f32>();
+                        out.loss + v * config.value_coef
+                    }
+                    None => out.loss,
+                };
+                let mut grads = total.backward();
+                if let Some((head, _)) = &self.critic {
+                    critic_grads.accumulate(head, GradientsParams::from_module(&mut grads, head));
+                }
+                accumulator.accumulate(&decoder, GradientsParams::from_grads(grads, &decoder));
             }
             let mut grads = accumulator.grads();
             let norm = clip_grad_norm(&decoder, &mut grads, self.optim_config.max_grad_norm);
@@ -384,7 +489,8 @@ impl PolicyTrainer {
             report.clip_fraction = parts[3];
             report.ratio_deviation = parts[4];
             report.grad_norm = norm;
-            if !loss_total.is_finite() || !norm.is_finite() {
+            report.value_loss = value_total;
+            if !loss_total.is_finite() || !norm.is_finite() || !value_total.is_finite() {
                 report.skipped = Some(format!(
                     "non-finite {} (loss {loss_total}, gradient norm {norm}): update skipped, weights unchanged",
                     if loss_total.is_finite() {
@@ -397,6 +503,12 @@ impl PolicyTrainer {
                 continue;
             }
             self.decoder = Some(self.optim.step(lr, decoder, grads));
+            if let Some((head, optim)) = self.critic.take() {
+                let mut grads = critic_grads.grads();
+                clip_grad_norm(&head, &mut grads, self.optim_config.max_grad_norm);
+                let head = optim_step(optim, lr, head, grads);
+                self.critic = Some(head);
+            }
             report.updates += 1;
         }
         if report.updates > 0 {
