@@ -427,12 +427,8 @@ impl PolicyTrainer {
                     tensor2(values, [1, n], &device)
                 };
                 let got = logprobs_at(
-                    &decoder,
-                    &self.rope,
-                    packed.ids,
-                    &picks,
-                    &targets,
-                    config.loss.entropy_coef != 0.0,
+                    &decoder, &self.rope, packed.ids, &picks, &targets,
+                    true, // the entropy is reported even when it is not in the loss
                 );
                 let (logprobs, entropy) = (got.logprobs, got.entropy);
                 let critic_loss = match (&self.critic, has_returns) {
