@@ -33,10 +33,19 @@ enum Command {
     Render(commands::render::Args),
     /// Run n chains per sample of a dataset and write the trajectories.
     Rollout(commands::rollout::Args),
+    /// Generate a task's datasets: `tasks arithmetic --out DIR`.
+    #[command(subcommand)]
+    Tasks(TaskCommand),
     /// Train the policy with RL as a TOML config says (resumes from the latest checkpoint).
     Train(commands::train::TrainArgs),
     /// Greedy accuracy of a checkpoint on held-out samples, with a 95% interval.
     Eval(commands::train::EvalArgs),
+}
+
+#[derive(Subcommand)]
+enum TaskCommand {
+    /// The calculator agent's problems: disjoint train / val / test splits and warm-start demonstrations.
+    Arithmetic(commands::tasks::Args),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +60,7 @@ fn main() -> ExitCode {
             Command::Logits(args) => commands::logits::run(args),
             Command::Render(args) => commands::render::run(args),
             Command::Rollout(args) => commands::rollout::run(args),
+            Command::Tasks(TaskCommand::Arithmetic(args)) => commands::tasks::run(args),
             Command::Train(args) => commands::train::train(args),
             Command::Eval(args) => commands::train::eval(args),
         });

@@ -11,6 +11,9 @@
 //! | [`exact_numeric`](rewards::exact_numeric) | 1 when the response is the sample's numeric `answer` |
 //! | [`exact_match`](rewards::exact_match) | 1 when the response equals the sample's `answer` text (case and spacing ignored) |
 //!
+//! [`tasks::arithmetic`] generates the calculator agent's problems (disjoint splits from a
+//! seed) and its warm-start demonstrations.
+//!
 //! A binary sees these only if it links this crate: `agentfly_core::link!(agentfly_tools);`.
 
 #![warn(missing_docs)]
@@ -19,6 +22,7 @@ pub mod calculator;
 pub mod code;
 pub mod rewards;
 pub mod submit;
+pub mod tasks;
 
 /// agentfly-core, re-exported so a crate depending only on this one reaches the registry.
 pub use agentfly_core as core;

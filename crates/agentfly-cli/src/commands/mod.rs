@@ -7,5 +7,6 @@ mod model_args;
 pub mod render;
 pub mod rewards;
 pub mod rollout;
+pub mod tasks;
 pub mod tools;
 pub mod train;

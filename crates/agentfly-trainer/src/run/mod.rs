@@ -193,7 +193,18 @@ pub fn wilson_interval(k: usize, n: usize) -> (f64, f64) {
     let denom = 1.0 + z * z / n;
     let centre = (p + z * z / (2.0 * n)) / denom;
     let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denom;
-    ((centre - half).max(0.0), (centre + half).min(1.0))
+    // At 0 or n successes a bound is exactly 0 or 1 (the formula leaves rounding noise).
+    let low = if k == 0.0 {
+        0.0
+    } else {
+        (centre - half).max(0.0)
+    };
+    let high = if k == n {
+        1.0
+    } else {
+        (centre + half).min(1.0)
+    };
+    (low, high)
 }
 
 fn correct_of(t: &Trajectory) -> bool {
@@ -933,4 +944,30 @@ impl Trainer {
 
 fn model_config_hidden(config: &ModelConfig) -> usize {
     config.hidden_size
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wilson_interval;
+
+    #[test]
+    fn wilson_intervals_match_the_formula() {
+        let close = |(a, b): (f64, f64), (c, d): (f64, f64)| {
+            assert!(
+                (a - c).abs() < 1e-9 && (b - d).abs() < 1e-9,
+                "{a} {b} vs {c} {d}"
+            );
+        };
+        close(
+            wilson_interval(6, 48),
+            (0.058_570_514_385_719_79, 0.247_004_582_863_868_34),
+        );
+        close(
+            wilson_interval(28, 48),
+            (0.442_813_322_839_762_8, 0.711_503_322_215_884_4),
+        );
+        close(wilson_interval(0, 48), (0.0, 0.074_100_129_667_617_48));
+        close(wilson_interval(48, 48), (0.925_899_870_333_882_4, 1.0));
+        assert_eq!(wilson_interval(0, 0), (0.0, 1.0));
+    }
 }

@@ -1,0 +1,3 @@
+//! Ready task generators: datasets with exact answers for the ready tools.
+
+pub mod arithmetic;
