@@ -2,7 +2,7 @@
 //! no-grad pass per micro-batch, the masked loss with exact gradient accumulation, global-
 //! norm clipping, and AdamW — skipped, with the reason, when anything is not finite.
 
-use super::logprobs::{Packed, logprobs_at};
+use super::logprobs::{AtPositions, Packed, logprobs_at};
 use super::loss::{PolicyLossConfig, PolicyLossInput, aggregation_weights, policy_loss};
 use super::optim::{OptimConfig, clip_grad_norm};
 use super::value::{ValueHead, value_loss};
@@ -238,17 +238,12 @@ impl PolicyTrainer {
         groups: &[Vec<usize>],
         head: Option<&ValueHead>,
     ) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
-        let device = decoder.embed.val().device();
         let mut out: Vec<Vec<f32>> = rows.iter().map(|r| vec![0.0; r.tokens.len() - 1]).collect();
         let mut values: Vec<Vec<f32>> = rows.iter().map(|r| vec![0.0; r.tokens.len()]).collect();
         for group in groups {
-            let Picks { picks, targets, at } = picks(rows, group);
-            if picks.is_empty() {
+            let Some((Picks { at, .. }, got)) = self.pass(decoder, rows, group, false) else {
                 continue;
-            }
-            let seqs: Vec<&[u32]> = group.iter().map(|&i| rows[i].tokens.as_slice()).collect();
-            let packed = Packed::new(&seqs, &device);
-            let got = logprobs_at(decoder, &self.rope, packed.ids, &picks, &targets, false);
+            };
             let host: Vec<f32> = got.logprobs.into_data().try_into_vec::<f32>().expect("f32");
             for (&(i, t), v) in at.iter().zip(host) {
                 out[i][t] = v;
@@ -263,6 +258,33 @@ impl PolicyTrainer {
             }
         }
         (out, values)
+    }
+
+    /// The learned positions of one micro-batch and what the policy computes there, or
+    /// `None` when the group has nothing to learn.
+    fn pass(
+        &self,
+        decoder: &Decoder,
+        rows: &[PolicyRow],
+        group: &[usize],
+        with_entropy: bool,
+    ) -> Option<(Picks, AtPositions)> {
+        let found = picks(rows, group);
+        if found.picks.is_empty() {
+            return None;
+        }
+        let device = decoder.embed.val().device();
+        let seqs: Vec<&[u32]> = group.iter().map(|&i| rows[i].tokens.as_slice()).collect();
+        let packed = Packed::new(&seqs, &device);
+        let got = logprobs_at(
+            decoder,
+            &self.rope,
+            packed.ids,
+            &found.picks,
+            &found.targets,
+            with_entropy,
+        );
+        Some((found, got))
     }
 
     /// The critic's values of each row's learned tokens (aligned to tokens, 0 elsewhere),
@@ -343,15 +365,10 @@ impl PolicyTrainer {
             ..StepReport::default()
         };
         for group in &groups {
-            let Picks { picks, targets, at } = picks(rows, group);
-            if picks.is_empty() {
+            let Some((Picks { at, .. }, got)) = self.pass(&decoder, rows, group, false) else {
                 continue;
-            }
-            let seqs: Vec<&[u32]> = group.iter().map(|&i| rows[i].tokens.as_slice()).collect();
-            let packed = Packed::new(&seqs, &device);
-            let n = picks.len();
-            let logprobs =
-                logprobs_at(&decoder, &self.rope, packed.ids, &picks, &targets, false).logprobs;
+            };
+            let (n, logprobs) = (at.len(), got.logprobs);
             let w: Vec<f32> = at.iter().map(|&(i, t)| weights[i][t]).collect();
             let loss =
                 super::loss::sft_loss(logprobs.unsqueeze_dim::<2>(0), tensor2(w, [1, n], &device));
@@ -415,21 +432,15 @@ impl PolicyTrainer {
             let mut loss_total = 0.0f32;
             let mut value_total = 0.0f32;
             for group in &groups {
-                let Picks { picks, targets, at } = picks(rows, group);
-                if picks.is_empty() {
+                // The entropy is reported even when it is not in the loss.
+                let Some((Picks { at, .. }, got)) = self.pass(&decoder, rows, group, true) else {
                     continue;
-                }
-                let seqs: Vec<&[u32]> = group.iter().map(|&i| rows[i].tokens.as_slice()).collect();
-                let packed = Packed::new(&seqs, &device);
-                let n = picks.len();
+                };
+                let n = at.len();
                 let gather = |f: &dyn Fn(usize, usize) -> f32| {
                     let values: Vec<f32> = at.iter().map(|&(i, t)| f(i, t)).collect();
                     tensor2(values, [1, n], &device)
                 };
-                let got = logprobs_at(
-                    &decoder, &self.rope, packed.ids, &picks, &targets,
-                    true, // the entropy is reported even when it is not in the loss
-                );
                 let (logprobs, entropy) = (got.logprobs, got.entropy);
                 let critic_loss = match (&self.critic, has_returns) {
                     (Some((head, _)), true) => {
