@@ -15,9 +15,9 @@ use agentfly_trainer::device::parse_device;
 use agentfly_trainer::generate::{SamplingParams, generate};
 use burn::tensor::{Int, Tensor, TensorData};
 use rand::{Rng, SeedableRng};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
+
+mod common;
 
 const PREFILL: usize = 256;
 const PROMPT: usize = 64;
@@ -38,9 +38,7 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` asks benches to list their tests.
     }
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let gguf = repo.join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(gguf.exists(), "run scripts/fetch-smollm2.sh first");
+    let gguf = common::smollm2_gguf();
     let device_name = std::env::var("AGENTFLY_DEVICE").unwrap_or_else(|_| "cpu".into());
     let device = parse_device(&device_name).expect("device");
     let runs: usize = std::env::var("AGENTFLY_BENCH_RUNS")
@@ -49,10 +47,7 @@ fn main() {
         .unwrap_or(3);
     let model = Pretrained::load(&gguf, &device).expect("load SmolLM2");
     // The peer loads the very same f32 weights, saved by us in Hugging Face layout.
-    let hf_dir = repo.join("target/bench/smollm2-hf");
-    if !hf_dir.join("model.safetensors").exists() {
-        model.save(&hf_dir).expect("save HF directory");
-    }
+    let hf_dir = common::smollm2_hf_dir();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
     let vocab = model.config.vocab_size as u32;
     let mut random_ids =
@@ -89,13 +84,20 @@ fn main() {
         ours_decode.push((batch * (NEW - 1)) as f64 / (tn - t1));
     }
 
-    let python = std::env::var("AGENTFLY_BENCH_PYTHON")
-        .map_or_else(|_| repo.join(".venv-bench/bin/python"), PathBuf::from);
-    let peer = run_peer(
-        &python,
-        &repo.join("scripts/bench/transformers_generate.py"),
-        &hf_dir,
-        runs,
+    let peer = common::run_peer(
+        "transformers_generate.py",
+        &[
+            "--model".into(),
+            hf_dir.to_string_lossy().into_owned(),
+            "--runs".into(),
+            runs.to_string(),
+            "--prefill".into(),
+            PREFILL.to_string(),
+            "--prompt-len".into(),
+            PROMPT.to_string(),
+            "--new-tokens".into(),
+            NEW.to_string(),
+        ],
     );
     println!(
         "\nSmolLM2-135M-Instruct, f32, {} CPU threads available\n",
@@ -128,36 +130,4 @@ fn main() {
     if let Some(p) = &peer {
         println!("\npeer: torch {} with {} threads", p["torch"], p["threads"]);
     }
-}
-
-fn run_peer(python: &Path, script: &Path, model: &Path, runs: usize) -> Option<serde_json::Value> {
-    if !python.exists() {
-        eprintln!(
-            "{} is missing: run scripts/bench/setup-venv.sh to compare with transformers",
-            python.display()
-        );
-        return None;
-    }
-    eprintln!("measuring transformers ...");
-    let out = Command::new(python)
-        .arg(script)
-        .args(["--model", model.to_str()?, "--runs", &runs.to_string()])
-        .args([
-            "--prefill",
-            &PREFILL.to_string(),
-            "--prompt-len",
-            &PROMPT.to_string(),
-            "--new-tokens",
-            &NEW.to_string(),
-        ])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        eprintln!(
-            "transformers failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        return None;
-    }
-    serde_json::from_slice(&out.stdout).ok()
 }

@@ -20,8 +20,9 @@ use agentfly_trainer::Pretrained;
 use agentfly_trainer::engine::{Engine, EngineConfig};
 use burn::tensor::Device;
 use serde_json::json;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
+
+mod common;
 
 agentfly_core::link!(agentfly_tools);
 
@@ -78,14 +79,9 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let gguf = repo.join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(gguf.exists(), "run scripts/fetch-smollm2.sh first");
-    let model = Pretrained::load(&gguf, &Device::flex()).expect("load SmolLM2");
-    let hf_dir = repo.join("target/bench/smollm2-hf");
-    if !hf_dir.join("model.safetensors").exists() {
-        model.save(&hf_dir).expect("save HF directory");
-    }
+    let repo = common::repo();
+    let model = Pretrained::load(common::smollm2_gguf(), &Device::flex()).expect("load SmolLM2");
+    let hf_dir = common::smollm2_hf_dir();
     let all = samples(RUNS.iter().map(|r| r.1).max().unwrap_or(0));
     let data_path = repo.join("target/bench/rollout-data.jsonl");
     let system_path = repo.join("target/bench/rollout-system.txt");
@@ -147,9 +143,29 @@ fn main() {
     }
     drop(engine);
 
-    let python = std::env::var("AGENTFLY_BENCH_PYTHON")
-        .map_or_else(|_| repo.join(".venv-bench/bin/python"), PathBuf::from);
-    let peer = run_peer(&python, &repo, &hf_dir, &data_path, &system_path);
+    let runs = RUNS
+        .iter()
+        .map(|(c, n)| format!("{c}:{n}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let path = |p: &Path| p.to_string_lossy().into_owned();
+    let peer = common::run_peer(
+        "transformers_rollout.py",
+        &[
+            "--model".into(),
+            path(&hf_dir),
+            "--data".into(),
+            path(&data_path),
+            "--system".into(),
+            path(&system_path),
+            "--runs".into(),
+            runs,
+            "--max-turns".into(),
+            MAX_TURNS.to_string(),
+            "--max-new-tokens".into(),
+            MAX_NEW.to_string(),
+        ],
+    );
 
     println!("\n## Rollout: SmolLM2-135M-Instruct, calculator task, greedy, CPU\n");
     println!(
@@ -195,42 +211,4 @@ fn main() {
     if let Some(p) = &peer {
         println!("\npeer: torch {} with {} threads", p["torch"], p["threads"]);
     }
-}
-
-fn run_peer(
-    python: &Path,
-    repo: &Path,
-    model: &Path,
-    data: &Path,
-    system: &Path,
-) -> Option<serde_json::Value> {
-    if !python.exists() {
-        eprintln!(
-            "{} is missing: run scripts/bench/setup-venv.sh to compare with transformers",
-            python.display()
-        );
-        return None;
-    }
-    eprintln!("measuring transformers ...");
-    let runs = RUNS
-        .iter()
-        .map(|(c, n)| format!("{c}:{n}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    let out = Command::new(python)
-        .arg(repo.join("scripts/bench/transformers_rollout.py"))
-        .args(["--model", model.to_str()?, "--data", data.to_str()?])
-        .args(["--system", system.to_str()?, "--runs", &runs])
-        .args(["--max-turns", &MAX_TURNS.to_string()])
-        .args(["--max-new-tokens", &MAX_NEW.to_string()])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        eprintln!(
-            "transformers failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        return None;
-    }
-    serde_json::from_slice(&out.stdout).ok()
 }

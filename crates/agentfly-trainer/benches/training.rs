@@ -11,10 +11,10 @@
 use agentfly_trainer::Pretrained;
 use agentfly_trainer::train::{OptimConfig, Packed, clip_grad_norm, sft_loss, token_logprobs};
 use burn::optim::GradientsParams;
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Tensor, TensorData};
 use rand::{Rng, SeedableRng};
-use std::path::PathBuf;
-use std::process::Command;
+
+mod common;
 use std::time::Instant;
 
 const BATCH: usize = 4;
@@ -25,21 +25,13 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let gguf = repo.join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(gguf.exists(), "run scripts/fetch-smollm2.sh first");
+    let gguf = common::smollm2_gguf();
     let device_name = std::env::var("AGENTFLY_DEVICE").unwrap_or_else(|_| "cpu".into());
     let device = agentfly_trainer::device::parse_device(&device_name)
         .expect("device")
         .autodiff();
     let model = Pretrained::load(&gguf, &device).expect("load SmolLM2");
-    let hf_dir = repo.join("target/bench/smollm2-hf");
-    if !hf_dir.join("model.safetensors").exists() {
-        Pretrained::load(&gguf, &Device::flex())
-            .expect("load")
-            .save(&hf_dir)
-            .expect("save HF directory");
-    }
+    let hf_dir = common::smollm2_hf_dir();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
     let vocab = model.config.vocab_size as u32;
     let seqs: Vec<Vec<u32>> = (0..BATCH)
@@ -87,22 +79,19 @@ fn main() {
         let _ = decoder.norm.weight.val().into_data();
         best = best.min(start.elapsed().as_secs_f64());
     }
-    let python = std::env::var("AGENTFLY_BENCH_PYTHON")
-        .map_or_else(|_| repo.join(".venv-bench/bin/python"), PathBuf::from);
-    eprintln!("measuring PyTorch ...");
-    let peer = Command::new(&python)
-        .arg(repo.join("scripts/bench/transformers_train.py"))
-        .args([
-            "--model",
-            hf_dir.to_str().unwrap(),
-            "--batch",
-            &BATCH.to_string(),
-        ])
-        .args(["--seq", &SEQ.to_string(), "--runs", &RUNS.to_string()])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok());
+    let peer = common::run_peer(
+        "transformers_train.py",
+        &[
+            "--model".into(),
+            hf_dir.to_string_lossy().into_owned(),
+            "--batch".into(),
+            BATCH.to_string(),
+            "--seq".into(),
+            SEQ.to_string(),
+            "--runs".into(),
+            RUNS.to_string(),
+        ],
+    );
     let tokens = (BATCH * SEQ) as f64;
     println!("\n## Training step: SmolLM2-135M-Instruct, f32, CPU, micro-batch {BATCH} × {SEQ}\n");
     println!("| measurement | agentfly (burn flex) | PyTorch (transformers) | ratio |");
