@@ -1,7 +1,8 @@
 //! Choosing the Burn device from a name: `cpu` (Burn's `flex` backend, the default),
 //! `wgpu` (any GPU through WebGPU/Vulkan/Metal; needs the `wgpu` feature) or `cuda[:N]`
-//! (needs the `cuda` feature). `ndarray` (Burn's older CPU backend, feature `ndarray`) is
-//! there to measure against flex.
+//! (needs the `cuda` feature). `ndarray` (Burn's older CPU backend, feature `ndarray`) and
+//! `tch` (libtorch on the CPU, feature `tch`; see BENCHMARKS.md for building it) are there
+//! to measure against flex.
 
 use burn::tensor::Device;
 
@@ -13,6 +14,7 @@ pub fn parse_device(name: &str) -> Result<Device, String> {
         "cpu" | "flex" => Ok(Device::flex()),
         "wgpu" | "gpu" => wgpu(),
         "ndarray" => ndarray(),
+        "tch" | "libtorch" => tch(),
         _ if name == "cuda" || name.starts_with("cuda:") => {
             let index = match name.strip_prefix("cuda:") {
                 Some(i) => i.parse::<usize>().map_err(|_| {
@@ -50,6 +52,17 @@ fn ndarray() -> Result<Device, String> {
         "this binary was built without the `ndarray` feature (cargo build --features ndarray)"
             .into(),
     )
+}
+
+#[cfg(feature = "tch")]
+#[allow(deprecated)]
+fn tch() -> Result<Device, String> {
+    Ok(Device::libtorch())
+}
+
+#[cfg(not(feature = "tch"))]
+fn tch() -> Result<Device, String> {
+    Err("this binary was built without the `tch` feature (cargo build --features tch)".into())
 }
 
 #[cfg(feature = "cuda")]
