@@ -424,11 +424,7 @@ impl Worker {
 
     /// The model panicked: every running sequence gets the error, the engine goes on.
     fn fail_all(&mut self, panic: &Box<dyn std::any::Any + Send>) {
-        let message = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic".into());
+        let message = agentfly_core::tool::panic_message(panic.as_ref());
         self.batch.clear_prefix_cache();
         for reply in self.batch.abort() {
             let _ = reply.send(Err(PolicyError(format!("the model panicked: {message}"))));

@@ -78,7 +78,7 @@ pub(crate) fn panicked(payload: &(dyn Any + Send)) -> ToolFailure {
 }
 
 /// The message of a panic payload (`panic!` gives a `&str` or a `String`).
-pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
+pub fn panic_message(payload: &(dyn Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())

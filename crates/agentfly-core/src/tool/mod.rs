@@ -10,7 +10,8 @@ mod spec;
 mod toolbox;
 
 pub use context::{CallContext, EnvHandle, EnvUnavailable, MissingEnvironment};
-pub(crate) use invoke::{panic_message, panicked};
+pub use invoke::panic_message;
+pub(crate) use invoke::panicked;
 pub use observation::{Observation, ToolErrorKind, ToolFailure};
 pub use schema::parameters_schema;
 pub use spec::{ToolFuture, ToolOptions, ToolSpec};
