@@ -88,9 +88,7 @@ fn main() {
     data::write_jsonl(&data_path, &all).expect("write the bench data");
     std::fs::write(&system_path, SYSTEM).expect("write the system prompt");
 
-    let tokenizer = model.tokenizer.clone().expect("tokenizer");
-    let template = model.chat_template().expect("template").expect("template");
-    let eos = model.eos_ids();
+    let (tokenizer, template, eos) = model.chat_parts().expect("a chat model");
     let engine = Engine::start(model, EngineConfig::default());
     let toolbox = Toolbox::from_names(&["calculator", "submit_answer"]).unwrap();
     let config = ChainConfig {

@@ -55,10 +55,11 @@ struct Parts {
 
 fn parts() -> Parts {
     let model = Pretrained::load(common::smollm2_gguf(), &common::device()).unwrap();
+    let (tokenizer, template, eos) = model.chat_parts().unwrap();
     Parts {
-        tokenizer: model.tokenizer.clone().unwrap(),
-        template: model.chat_template().unwrap().unwrap(),
-        eos: model.eos_ids(),
+        tokenizer,
+        template,
+        eos,
         engine: Engine::start(model, EngineConfig::default()),
     }
 }

@@ -261,3 +261,12 @@ fn errors_name_the_file_and_the_tensor() {
     assert!(err.ends_with("config.json: unsupported architecture `GPTNeoXForCausalLM` (model_type `gpt_neox`): agentfly runs the Llama and Qwen2 families"), "{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn a_model_without_a_tokenizer_is_not_a_chat_model() {
+    let err = load().chat_parts().unwrap_err().to_string();
+    assert!(
+        err.contains("tiny-qwen2") && err.ends_with("the model has no tokenizer"),
+        "{err}"
+    );
+}

@@ -114,15 +114,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
 
     let model = args.model.load()?;
-    let path = args.model.model.display().to_string();
-    let tokenizer = model
-        .tokenizer
-        .clone()
-        .with_context(|| format!("{path} has no tokenizer"))?;
-    let template = model
-        .chat_template()?
-        .with_context(|| format!("{path} has no chat template"))?;
-    let end_of_turn = model.eos_ids();
+    let (tokenizer, template, end_of_turn) = model.chat_parts()?;
     let engine = Engine::start(
         model,
         EngineConfig {

@@ -121,6 +121,19 @@ impl Pretrained {
         }
     }
 
+    /// What a chat agent needs besides the network: the tokenizer, the chat template and
+    /// the ids that end a turn; a missing one is an error naming the model.
+    pub fn chat_parts(&self) -> Result<(Tokenizer, ChatTemplate, Vec<u32>), ModelError> {
+        let tokenizer = self
+            .tokenizer
+            .clone()
+            .ok_or_else(|| ModelError::format(&self.source, "the model has no tokenizer"))?;
+        let template = self
+            .chat_template()?
+            .ok_or_else(|| ModelError::format(&self.source, "the model has no chat template"))?;
+        Ok((tokenizer, template, self.eos_ids()))
+    }
+
     /// The ids that end generation: the config's `eos_token_id`(s), else the tokenizer's
     /// `eos_token`.
     pub fn eos_ids(&self) -> Vec<u32> {

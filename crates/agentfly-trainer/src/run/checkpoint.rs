@@ -76,6 +76,26 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Fills a fresh temporary directory beside `dir` with `fill`, then puts it in `dir`'s place
+/// (replacing an older one): a crash leaves the old directory or the new one, and at worst
+/// an `.incomplete-*` directory that nothing reads.
+pub fn replace_dir(
+    dir: &Path,
+    fill: impl FnOnce(&Path) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent)?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".incomplete-")
+        .tempdir_in(parent)?;
+    fill(tmp.path())?;
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    let kept = tmp.keep();
+    std::fs::rename(&kept, dir)
+}
+
 /// Fills a fresh temporary directory under `root` with `fill`, renames it to `final_dir`
 /// (replacing an older one), and points `root/latest` at it; keeps the `keep` newest
 /// `step-*` directories.
@@ -85,16 +105,7 @@ pub fn commit(
     keep: usize,
     fill: impl FnOnce(&Path) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
-    std::fs::create_dir_all(root)?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".incomplete-")
-        .tempdir_in(root)?;
-    fill(tmp.path())?;
-    if final_dir.exists() {
-        std::fs::remove_dir_all(final_dir)?;
-    }
-    let kept = tmp.keep();
-    std::fs::rename(&kept, final_dir)?;
+    replace_dir(final_dir, fill)?;
     let name = final_dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

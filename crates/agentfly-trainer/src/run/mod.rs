@@ -31,6 +31,7 @@ use agentfly_core::rl::{GroupFilter, Scored};
 use agentfly_core::rollout::format::{ToolCallFormat, format_by_name};
 use agentfly_core::rollout::{ChainConfig, ChainSetup, Rollout, RolloutSummary, Trajectory};
 use agentfly_core::{RegistryError, Rewards, Sample, Toolbox};
+use burn::module::Module;
 use burn::tensor::Device;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
@@ -297,23 +298,28 @@ impl Trainer {
             Some(dir) => dir.join("model"),
             None => config.model.path.clone(),
         };
+        // Loaded once, on the autodiff device; the engine serves a copy without autodiff,
+        // as it does after every update.
         let trained = Pretrained::load(&source, &device.clone().autodiff())?;
-        let serving = Pretrained::load(&source, &device)?;
+        let serving = Pretrained {
+            config: trained.config.clone(),
+            decoder: trained.decoder.valid(),
+            rope: crate::model::Rope::for_config(&trained.config, &device),
+            tokenizer: trained.tokenizer.clone(),
+            tokenizer_config: trained.tokenizer_config.clone(),
+            source: source.clone(),
+        };
         let reference = if config.train.loss.kl_coef != 0.0 || config.algorithm.estimator.needs_kl()
         {
-            Some(Pretrained::load(&config.model.path, &device)?.decoder)
+            // The reference is the starting model: a resumed run reads it again.
+            Some(match resume {
+                Some(_) => Pretrained::load(&config.model.path, &device)?.decoder,
+                None => trained.decoder.valid(),
+            })
         } else {
             None
         };
-        let path = source.display().to_string();
-        let tokenizer = serving
-            .tokenizer
-            .clone()
-            .ok_or_else(|| ModelError::format(&source, format!("{path} has no tokenizer")))?;
-        let template = serving
-            .chat_template()?
-            .ok_or_else(|| ModelError::format(&source, format!("{path} has no chat template")))?;
-        let eos = serving.eos_ids();
+        let (tokenizer, template, eos) = serving.chat_parts()?;
         let model_config = serving.config.clone();
         let tokenizer_config = serving.tokenizer_config.clone();
         let engine = Engine::start(serving, config.rollout.engine.clone());
@@ -340,7 +346,7 @@ impl Trainer {
         );
         if config.algorithm.estimator.needs_values() {
             let head = crate::train::ValueHead::new(
-                model_config_hidden(&trained.config),
+                trained.config.hidden_size,
                 &device.clone().autodiff(),
             );
             policy.set_critic(head, None);
@@ -886,19 +892,15 @@ impl Trainer {
 
     /// Writes the policy in Hugging Face layout (transformers loads it), atomically.
     pub fn save_model(&self, dir: &Path) -> Result<(), TrainError> {
-        let parent = dir.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent).map_err(io(parent))?;
-        let tmp = tempfile::Builder::new()
-            .prefix(".incomplete-model-")
-            .tempdir_in(parent)
-            .map_err(io(parent))?;
-        self.pretrained().save(tmp.path())?;
-        if dir.exists() {
-            std::fs::remove_dir_all(dir).map_err(io(dir))?;
-        }
-        let kept = tmp.keep();
-        std::fs::rename(&kept, dir).map_err(io(dir))?;
-        Ok(())
+        let model = self.pretrained();
+        let mut failure = None;
+        checkpoint::replace_dir(dir, |tmp| {
+            model.save(tmp).map_err(|e| {
+                failure = Some(TrainError::Model(e));
+                std::io::Error::other("model")
+            })
+        })
+        .map_err(|e| failure.take().unwrap_or_else(|| io(dir)(e)))
     }
 
     /// Writes a checkpoint of this step (policy, optimizer, position) atomically.
@@ -940,10 +942,6 @@ impl Trainer {
         .map_err(|e| failure.take().unwrap_or_else(|| io(&root)(e)))?;
         Ok(final_dir)
     }
-}
-
-fn model_config_hidden(config: &ModelConfig) -> usize {
-    config.hidden_size
 }
 
 #[cfg(test)]

@@ -139,17 +139,6 @@ fn tensor2(values: Vec<f32>, shape: [usize; 2], device: &Device) -> Tensor<2> {
     Tensor::from_data(TensorData::new(values, shape), device)
 }
 
-/// One AdamW step of the critic.
-fn optim_step(
-    mut optim: ModuleOptimizer,
-    lr: f64,
-    head: ValueHead,
-    grads: GradientsParams,
-) -> (ValueHead, ModuleOptimizer) {
-    let head = optim.step(lr, head, grads);
-    (head, optim)
-}
-
 /// The positions a micro-batch learns from: `(row in the group, position)` pairs of the
 /// packed batch, the ids they predict, and `(row, position)` to read per-row values. A row
 /// without a mask (scoring only) has every position.
@@ -510,11 +499,10 @@ impl PolicyTrainer {
                 continue;
             }
             self.decoder = Some(self.optim.step(lr, decoder, grads));
-            if let Some((head, optim)) = self.critic.take() {
+            if let Some((head, mut optim)) = self.critic.take() {
                 let mut grads = critic_grads.grads();
                 clip_grad_norm(&head, &mut grads, self.optim_config.max_grad_norm);
-                let head = optim_step(optim, lr, head, grads);
-                self.critic = Some(head);
+                self.critic = Some((optim.step(lr, head, grads), optim));
             }
             report.updates += 1;
         }
