@@ -7,6 +7,7 @@ mod common;
 
 use agentfly_core::reward;
 use agentfly_trainer::Pretrained;
+use agentfly_trainer::model::{Decoder, ModelConfig};
 use agentfly_trainer::run::{Trainer, TrainerConfig};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -138,7 +139,11 @@ checkpoint_every = 1
 
 fn weights(dir: &Path) -> Vec<f32> {
     let model = Pretrained::load(dir, &common::device()).unwrap();
-    let w = model.decoder.to_weights(&model.config);
+    flat(&model.decoder, &model.config)
+}
+
+fn flat(decoder: &Decoder, config: &ModelConfig) -> Vec<f32> {
+    let w = decoder.to_weights(config);
     let mut all: Vec<(&str, &agentfly_trainer::io::HostTensor)> = w.iter().collect();
     all.sort_by_key(|(name, _)| *name);
     all.into_iter().flat_map(|(_, t)| t.data.clone()).collect()
@@ -317,14 +322,31 @@ fn sft_warm_start_learns_the_demonstrations_once() {
         })
         .collect();
     std::fs::write(dir.path().join("demos.jsonl"), demos).unwrap();
-    let text = std::fs::read_to_string(&config).unwrap();
+    // `track_kl` keeps a reference model: after SFT it must be the SFT policy.
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("ppo_epochs = 2\n", "ppo_epochs = 2\ntrack_kl = true\n");
     std::fs::write(
         &config,
         format!("{text}\n[sft]\ndata = \"demos.jsonl\"\nepochs = 4\nbatch_size = 3\nlr = 3e-3\n"),
     )
     .unwrap();
     let mut trainer = Trainer::from_config_file(&config).unwrap();
+    let model_config = Pretrained::load(&model, &common::device()).unwrap().config;
+    let reference = |t: &Trainer| flat(t.policy().reference().unwrap(), &model_config);
+    assert_eq!(reference(&trainer), weights(&model));
     let report = trainer.sft().unwrap().expect("sft runs");
+    let sft_model = dir
+        .path()
+        .join("sft")
+        .join(agentfly_trainer::run::SFT_MODEL);
+    let after_sft = weights(&sft_model);
+    assert_ne!(after_sft, weights(&model), "SFT changed nothing");
+    assert_eq!(
+        reference(&trainer),
+        after_sft,
+        "the reference is not the SFT policy"
+    );
     assert_eq!((report.demos, report.updates), (6, 8));
     assert!(
         report.last_epoch_loss < report.first_epoch_loss * 0.8,
@@ -337,6 +359,7 @@ fn sft_warm_start_learns_the_demonstrations_once() {
     // The checkpoint records it: a new process does not redo it.
     let mut again = Trainer::from_config_file(&config).unwrap();
     assert!(again.sft().unwrap().is_none());
+    assert_eq!(reference(&again), after_sft, "a resumed run's reference");
 
     // A demonstration without an assistant turn is named.
     std::fs::write(

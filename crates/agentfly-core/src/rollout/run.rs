@@ -7,7 +7,7 @@ use crate::Sample;
 use crate::env::EnvPools;
 use crate::tool::CallContext;
 use futures_util::StreamExt;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Instant;
@@ -83,7 +83,8 @@ impl Rollout<'_> {
 }
 
 /// What a set of trajectories adds up to.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RolloutSummary {
     /// Distinct samples.
     pub samples: usize,

@@ -160,6 +160,7 @@ pub fn normalise(question: &str) -> String {
         .join(" ")
         .to_lowercase()
         .trim_end_matches(['?', '.', '!'])
+        .trim_end()
         .to_string()
 }
 
@@ -343,6 +344,15 @@ mod tests {
         test: 48,
         demos: 32,
     };
+
+    #[test]
+    fn questions_compare_without_case_spacing_or_final_punctuation() {
+        let n = normalise("What is 12 + 30?");
+        assert_eq!(n, "what is 12 + 30");
+        assert_eq!(normalise("  what IS 12   + 30 ?"), n);
+        assert_eq!(normalise("What is 12 + 30."), n);
+        assert_ne!(normalise("What is 12 + 31?"), n);
+    }
 
     #[test]
     fn splits_are_reproducible_disjoint_and_correct() {

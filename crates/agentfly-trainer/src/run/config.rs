@@ -137,7 +137,8 @@ pub struct DataSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSection {
-    /// Tool names (linked into the binary).
+    /// Tool names (linked into the binary); none: the model answers in plain text and the
+    /// reward reads its reply (a no-tool baseline).
     pub tools: Vec<String>,
     /// The reward's name.
     pub reward: String,
@@ -150,6 +151,12 @@ pub struct AgentSection {
     /// A file holding the system prompt.
     #[serde(default)]
     pub system_prompt_file: Option<PathBuf>,
+    /// Reward shaping, off by default: added to the reward of a chain that made at least
+    /// one tool call and whose every call was well-formed and succeeded. Task accuracy
+    /// (the reward's `correct` metric) is reported apart from the shaped reward, and the
+    /// unshaped reward is kept in the `task_reward` metric.
+    #[serde(default)]
+    pub format_bonus: f32,
 }
 
 fn hermes() -> String {
@@ -227,6 +234,9 @@ pub struct TrainSection {
     pub value_coef: f32,
     /// Clip range of the value loss.
     pub value_clip: f32,
+    /// Report the KL to the reference policy (the starting model, or the model after
+    /// `[sft]`) every step, even when `loss.kl_coef` is 0; costs a reference forward pass.
+    pub track_kl: bool,
     /// The loss.
     pub loss: PolicyLossConfig,
 }
@@ -241,6 +251,7 @@ impl Default for TrainSection {
             micro_batch_tokens: step.micro_batch_tokens,
             value_coef: step.value_coef,
             value_clip: step.value_clip,
+            track_kl: step.track_kl,
             loss: step.loss,
         }
     }
@@ -255,6 +266,7 @@ impl TrainSection {
             micro_batch_tokens: self.micro_batch_tokens,
             value_coef: self.value_coef,
             value_clip: self.value_clip,
+            track_kl: self.track_kl,
         }
     }
 }
@@ -331,8 +343,8 @@ impl TrainerConfig {
 
     /// Checks the values; the message starts with the key at fault.
     pub fn validate(&self) -> Result<(), String> {
-        if self.agent.tools.is_empty() {
-            return Err("agent.tools: name at least one tool".into());
+        if !self.agent.format_bonus.is_finite() {
+            return Err("agent.format_bonus: must be a finite number".into());
         }
         if agentfly_core::rollout::format::format_by_name(&self.agent.format).is_none() {
             return Err(format!(

@@ -36,11 +36,15 @@ use burn::tensor::Device;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+/// Where in `output.dir` the policy after `[sft]` is written (Hugging Face layout); the
+/// reference of a KL penalty after SFT, and the "after SFT" row of a report.
+pub const SFT_MODEL: &str = "sft-model";
 
 /// A run that cannot start or go on.
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +73,9 @@ pub enum TrainError {
     /// The engine stopped.
     #[error("generation engine: {0}")]
     Engine(String),
+    /// The caller's `after_step` of [`Trainer::train_with`] failed.
+    #[error("after step: {0}")]
+    AfterStep(Box<dyn std::error::Error + Send + Sync>),
     /// A demonstration cannot be used for SFT.
     #[error("{path}: demonstration `{sample}`: {message}")]
     Demo {
@@ -82,7 +89,7 @@ pub enum TrainError {
 }
 
 /// What the supervised warm start did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SftReport {
     /// Demonstrations.
     pub demos: usize,
@@ -104,7 +111,8 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> TrainError + '_ {
 }
 
 /// One step's numbers, one line of `metrics.jsonl`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct StepMetrics {
     /// The step (1-based).
     pub step: usize,
@@ -158,7 +166,7 @@ pub struct TrainSummary {
 }
 
 /// Accuracy on a set of samples, with its 95% (Wilson) interval.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvalReport {
     /// Samples evaluated.
     pub samples: usize,
@@ -179,7 +187,7 @@ pub struct EvalReport {
     /// The rollout's summary.
     pub summary: RolloutSummary,
     /// The trajectories (greedy, one per sample).
-    #[serde(skip)]
+    #[serde(default)]
     pub trajectories: Vec<Trajectory>,
 }
 
@@ -208,10 +216,31 @@ pub fn wilson_interval(k: usize, n: usize) -> (f64, f64) {
     (low, high)
 }
 
+/// Adds `agent.format_bonus` to the reward of a chain that called tools, every call
+/// well-formed and successful; the task's reward stays in the `task_reward` metric.
+fn shape(t: &mut Trajectory, bonus: f32) {
+    if bonus == 0.0 {
+        return;
+    }
+    let Some(reward) = t.reward else { return };
+    if t.reward_metrics.contains_key("task_reward") {
+        return;
+    }
+    t.reward_metrics
+        .insert("task_reward".into(), f64::from(reward));
+    let clean = t.calls().next().is_some() && t.calls().all(|c| !c.is_error);
+    if clean {
+        t.reward = Some(reward + bonus);
+    }
+}
+
 fn correct_of(t: &Trajectory) -> bool {
     match t.reward_metrics.get("correct") {
         Some(c) => *c > 0.5,
-        None => t.reward.is_some_and(|r| r > 0.0),
+        None => match t.reward_metrics.get("task_reward") {
+            Some(r) => *r > 0.0,
+            None => t.reward.is_some_and(|r| r > 0.0),
+        },
     }
 }
 
@@ -294,6 +323,19 @@ impl Trainer {
         } else {
             None
         };
+        let saved = match &resume {
+            Some(dir) => {
+                let state_path = dir.join("state.json");
+                let text = std::fs::read_to_string(&state_path).map_err(io(&state_path))?;
+                let saved: checkpoint::RunState =
+                    serde_json::from_str(&text).map_err(|e| TrainError::Io {
+                        path: state_path.clone(),
+                        message: e.to_string(),
+                    })?;
+                Some(saved)
+            }
+            None => None,
+        };
         let source = match &resume {
             Some(dir) => dir.join("model"),
             None => config.model.path.clone(),
@@ -309,10 +351,17 @@ impl Trainer {
             tokenizer_config: trained.tokenizer_config.clone(),
             source: source.clone(),
         };
-        let reference = if config.train.loss.kl_coef != 0.0 || config.algorithm.estimator.needs_kl()
+        let reference = if config.train.loss.kl_coef != 0.0
+            || config.algorithm.estimator.needs_kl()
+            || config.train.track_kl
         {
-            // The reference is the starting model: a resumed run reads it again.
-            Some(match resume {
+            // The reference is the starting model, or the model after `[sft]`: a resumed
+            // run reads it again.
+            let sft_model = config.output.dir.join(SFT_MODEL);
+            Some(match &saved {
+                Some(s) if s.sft_done && sft_model.join("config.json").exists() => {
+                    Pretrained::load(&sft_model, &device)?.decoder
+                }
                 Some(_) => Pretrained::load(&config.model.path, &device)?.decoder,
                 None => trained.decoder.valid(),
             })
@@ -325,14 +374,7 @@ impl Trainer {
         let engine = Engine::start(serving, config.rollout.engine.clone());
         let mut decoder = trained.decoder;
         let mut state = None;
-        if let Some(dir) = &resume {
-            let state_path = dir.join("state.json");
-            let text = std::fs::read_to_string(&state_path).map_err(io(&state_path))?;
-            let saved: checkpoint::RunState =
-                serde_json::from_str(&text).map_err(|e| TrainError::Io {
-                    path: state_path.clone(),
-                    message: e.to_string(),
-                })?;
+        if let (Some(dir), Some(saved)) = (&resume, saved) {
             // The optimizer's state is keyed by parameter ids: give them back.
             decoder = checkpoint::with_param_ids(decoder, &saved.param_ids);
             state = Some((dir.join("optimizer.bpk"), saved));
@@ -485,7 +527,12 @@ impl Trainer {
             concurrency: self.config.rollout.concurrency,
             seed,
         };
-        let out = self.runtime.block_on(rollout.run(samples, |t| on_done(t)));
+        let bonus = self.config.agent.format_bonus;
+        let mut out = self.runtime.block_on(rollout.run(samples, |t| {
+            let mut t = t.clone();
+            shape(&mut t, bonus);
+            on_done(&t)
+        }));
         if let Some(t) = out.trajectories.iter().find(|t| {
             t.error
                 .as_deref()
@@ -493,17 +540,30 @@ impl Trainer {
         }) {
             return Err(TrainError::Engine(t.error.clone().unwrap_or_default()));
         }
+        if bonus != 0.0 {
+            out.trajectories.iter_mut().for_each(|t| shape(t, bonus));
+            out.summary = RolloutSummary::of(&out.trajectories, out.summary.wall_seconds);
+        }
         Ok((out.trajectories, out.summary))
     }
 
     /// Greedy, one chain per sample: accuracy with its 95% interval, tool-call and
     /// parse-error rates, mean turns.
     pub fn evaluate(&self, samples: &[Sample]) -> Result<EvalReport, TrainError> {
+        self.evaluate_with(samples, |_| {})
+    }
+
+    /// [`Trainer::evaluate`], calling `on_done` as each trajectory finishes (progress).
+    pub fn evaluate_with(
+        &self,
+        samples: &[Sample],
+        on_done: impl FnMut(&Trajectory),
+    ) -> Result<EvalReport, TrainError> {
         let chain = ChainConfig {
             temperature: 0.0,
             ..self.config.chain.clone()
         };
-        let (trajectories, summary) = self.rollout(samples, 1, &chain, 0, |_| {})?;
+        let (trajectories, summary) = self.rollout(samples, 1, &chain, 0, on_done)?;
         let n = trajectories.len();
         let correct = trajectories.iter().filter(|t| correct_of(t)).count();
         let with_calls = trajectories
@@ -689,7 +749,9 @@ impl Trainer {
     }
 
     /// The supervised warm start of `[sft]`, once per run (a checkpoint records it; an
-    /// interrupted SFT starts over). Lines of `output.dir/sft_metrics.jsonl` per update.
+    /// interrupted SFT starts over). Lines of `output.dir/sft_metrics.jsonl` per update;
+    /// the model after SFT in `output.dir/sft-model`, which also becomes the reference of
+    /// the KL to the reference.
     pub fn sft(&mut self) -> Result<Option<SftReport>, TrainError> {
         let Some(sft) = self.config.sft.clone() else {
             return Ok(None);
@@ -767,9 +829,14 @@ impl Trainer {
             last = mean;
         }
         let decoder = self.policy.snapshot();
+        if self.policy.reference().is_some() {
+            // RL's KL is to the warm-started policy, not to the model before SFT.
+            self.policy.set_reference(Some(decoder.clone()));
+        }
         self.engine
             .with_model(move |model| model.decoder = decoder)
             .map_err(|e| TrainError::Engine(e.to_string()))?;
+        self.save_model(&dir.join(SFT_MODEL))?;
         self.sft_done = true;
         self.save_checkpoint()?;
         Ok(Some(SftReport {
@@ -785,6 +852,20 @@ impl Trainer {
     /// checkpoints every `checkpoint_every` steps and at the end, the final model in
     /// `output.dir/model`.
     pub fn train(&mut self) -> Result<TrainSummary, TrainError> {
+        self.train_with(|_, _, _| Ok(()))
+    }
+
+    /// [`Trainer::train`], calling `after_step` after each step's metrics and checkpoint
+    /// are written (e.g. to evaluate on the validation split); it may set the progress
+    /// bar's message.
+    pub fn train_with(
+        &mut self,
+        mut after_step: impl FnMut(
+            &Self,
+            &StepMetrics,
+            &ProgressBar,
+        ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Result<TrainSummary, TrainError> {
         let dir = self.config.output.dir.clone();
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         if let Some(report) = self.sft()? {
@@ -848,6 +929,7 @@ impl Trainer {
             if self.step.is_multiple_of(every) || self.step == total {
                 self.save_checkpoint()?;
             }
+            after_step(self, &m, &bar).map_err(TrainError::AfterStep)?;
         }
         bar.finish_and_clear();
         let model_dir = dir.join("model");
@@ -946,7 +1028,50 @@ impl Trainer {
 
 #[cfg(test)]
 mod tests {
-    use super::wilson_interval;
+    use super::{correct_of, shape, wilson_interval};
+    use agentfly_core::rollout::{CallRecord, Trajectory, Turn};
+
+    fn chain(reward: f32, calls: &[bool]) -> Trajectory {
+        Trajectory {
+            reward: Some(reward),
+            turns: vec![Turn {
+                calls: calls
+                    .iter()
+                    .map(|&is_error| CallRecord {
+                        name: "calculator".into(),
+                        is_error,
+                        ..CallRecord::default()
+                    })
+                    .collect(),
+                ..Turn::default()
+            }],
+            ..Trajectory::default()
+        }
+    }
+
+    #[test]
+    fn the_format_bonus_goes_to_clean_tool_use_and_accuracy_ignores_it() {
+        // Clean calls: bonus; the task's reward is kept, and a wrong answer stays wrong.
+        let mut t = chain(0.0, &[false, false]);
+        shape(&mut t, 0.1);
+        assert_eq!(t.reward, Some(0.1));
+        assert_eq!(t.reward_metrics["task_reward"], 0.0);
+        assert!(!correct_of(&t));
+        // Shaping twice adds nothing.
+        shape(&mut t, 0.1);
+        assert_eq!(t.reward, Some(0.1));
+        // A failed call, or no call: no bonus.
+        for calls in [&[false, true][..], &[]] {
+            let mut t = chain(1.0, calls);
+            shape(&mut t, 0.1);
+            assert_eq!(t.reward, Some(1.0), "{calls:?}");
+            assert!(correct_of(&t));
+        }
+        // Off: untouched.
+        let mut t = chain(1.0, &[false]);
+        shape(&mut t, 0.0);
+        assert_eq!((t.reward, t.reward_metrics.len()), (Some(1.0), 0));
+    }
 
     #[test]
     fn wilson_intervals_match_the_formula() {

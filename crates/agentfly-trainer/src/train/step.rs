@@ -42,6 +42,9 @@ pub struct StepConfig {
     pub value_coef: f32,
     /// How far a value may move from its rollout-time value before the loss clips it.
     pub value_clip: f32,
+    /// Measure the KL to the reference (in [`StepReport::kl`]) even when it is not in the
+    /// loss: one more forward pass of the reference per update.
+    pub track_kl: bool,
 }
 
 impl Default for StepConfig {
@@ -52,12 +55,14 @@ impl Default for StepConfig {
             micro_batch_tokens: 4096,
             value_coef: 0.5,
             value_clip: 0.2,
+            track_kl: false,
         }
     }
 }
 
 /// What an update did.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct StepReport {
     /// The loss (last epoch).
     pub loss: f32,
@@ -193,6 +198,16 @@ impl PolicyTrainer {
     pub fn set_critic(&mut self, head: ValueHead, optim: Option<ModuleOptimizer>) {
         let optim = optim.unwrap_or_else(|| self.optim_config.init());
         self.critic = Some((head, optim));
+    }
+
+    /// Replaces the frozen reference (e.g. with the policy after a supervised warm start).
+    pub fn set_reference(&mut self, reference: Option<Decoder>) {
+        self.reference = reference;
+    }
+
+    /// The frozen reference model, when there is one.
+    pub fn reference(&self) -> Option<&Decoder> {
+        self.reference.as_ref()
     }
 
     /// The critic and its optimizer, when there is one.
@@ -389,7 +404,7 @@ impl PolicyTrainer {
         let plain = self.snapshot();
         let old = self.score(&plain, rows, &groups);
         drop(plain);
-        let reference = if config.loss.kl_coef != 0.0 {
+        let reference = if config.loss.kl_coef != 0.0 || config.track_kl {
             self.reference
                 .as_ref()
                 .map(|r| self.score(r, rows, &groups))
