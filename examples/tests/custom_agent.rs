@@ -45,12 +45,3 @@ fn the_training_example_config_is_valid() {
     let samples = agentfly_core::data::read_jsonl(&config.data.train).unwrap();
     assert_eq!(samples.len(), 36);
 }
-
-#[test]
-fn the_calculator_run_config_is_valid() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("runs/calculator.toml");
-    let config = agentfly_trainer::run::TrainerConfig::load(&path).unwrap();
-    assert_eq!(config.agent.reward, "exact_numeric");
-    assert!(config.agent.system_prompt_file.unwrap().exists());
-    assert!(config.sft.is_some());
-}

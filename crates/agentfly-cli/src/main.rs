@@ -19,6 +19,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The main job: train SmolLM2-135M-Instruct to use a calculator with RL and prove it
+    /// on held-out problems (evaluate → SFT → evaluate → RL → evaluate → report).
+    Calculator(commands::calculator::Args),
     /// List every linked tool (and the rewards), with their argument schemas.
     Tools(commands::tools::Args),
     /// List every linked reward and the sample fields it reads.
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
     let result = agentfly_core::registry::check()
         .map_err(anyhow::Error::from)
         .and_then(|()| match cli.command {
+            Command::Calculator(args) => commands::calculator::run(args),
             Command::Tools(args) => commands::tools::run(args),
             Command::Rewards(args) => commands::rewards::run(args),
             Command::Call(args) => commands::call::run(args),

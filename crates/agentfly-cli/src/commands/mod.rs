@@ -1,5 +1,6 @@
 //! One file per subcommand.
 
+pub mod calculator;
 pub mod call;
 pub mod generate;
 pub mod logits;

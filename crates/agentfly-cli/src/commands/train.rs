@@ -101,7 +101,12 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
 
 fn print_report(r: &EvalReport, json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string(r)?);
+        // The trajectories go to `--out`, not into the summary.
+        let summary = EvalReport {
+            trajectories: Vec::new(),
+            ..r.clone()
+        };
+        println!("{}", serde_json::to_string(&summary)?);
     } else {
         println!(
             "accuracy       {}/{} = {:.3} (95% CI {:.3}–{:.3})",
