@@ -42,7 +42,7 @@ struct Outcome {
 }
 
 /// Runs the main job (up to its end, resuming), then every ablation run not done yet, then
-/// writes `ablations/ABLATIONS.md`.
+/// writes `ablations/ABLATIONS.md` over all finished runs.
 pub fn run(args: AblateArgs) -> anyhow::Result<ExitCode> {
     let main = prepare(&args.run)?;
     pipeline::run(&main)?;
@@ -58,41 +58,32 @@ pub fn run(args: AblateArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .filter(|v| args.variants.is_empty() || args.variants.iter().any(|n| n == v.0))
         .collect();
-    let mut outcomes = Vec::new();
+    // Seed by seed, so that an interrupted sweep leaves every variant equally far along.
     let total = chosen.len() as u64 * args.seeds;
     let mut done = 0;
-    for &&(variant, algorithm, mask) in &chosen {
-        for seed in 1..=args.seeds {
+    for seed in 1..=args.seeds {
+        for &&(variant, algorithm, mask) in &chosen {
             done += 1;
             let dir = main.path(&format!("ablations/{variant}-seed{seed}"));
-            let result = dir.join("final.json");
-            let report: EvalReport = match std::fs::read_to_string(&result) {
-                Ok(text) => serde_json::from_str(&text)
-                    .with_context(|| format!("reading {}", result.display()))?,
-                Err(_) => {
-                    eprintln!("ablation {done}/{total}: {variant}, seed {seed}");
-                    let settings = Settings {
-                        algorithm,
-                        mask,
-                        seed,
-                        ..main.settings.clone()
-                    };
-                    let report = one_run(&dir, &settings, &sft_model, &test)?;
-                    write(&result, &serde_json::to_string(&report)?)?;
-                    report
-                }
+            if dir.join("final.json").exists() {
+                continue;
+            }
+            eprintln!("ablation {done}/{total}: {variant}, seed {seed}");
+            let settings = Settings {
+                algorithm,
+                mask,
+                seed,
+                ..main.settings.clone()
             };
+            let report = one_run(&dir, &settings, &sft_model, &test)?;
+            write(&dir.join("final.json"), &serde_json::to_string(&report)?)?;
             eprintln!(
                 "    {variant} seed {seed}: {}/{} ({:.3}–{:.3})",
                 report.correct, report.samples, report.interval.0, report.interval.1
             );
-            outcomes.push(Outcome {
-                variant,
-                seed,
-                report,
-            });
         }
     }
+    let outcomes = finished(&main.path("ablations"))?;
     let baseline = super::report::load_evals(&main)?
         .into_iter()
         .find(|e| e.0 == EVALS[2].0)
@@ -104,6 +95,30 @@ pub fn run(args: AblateArgs) -> anyhow::Result<ExitCode> {
     println!("{md}");
     eprintln!("written to {}", path.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Every finished ablation run in `dir` (any seed), in the variants' order.
+fn finished(dir: &Path) -> anyhow::Result<Vec<Outcome>> {
+    let mut out = Vec::new();
+    for (variant, _, _) in VARIANTS {
+        for seed in 1.. {
+            let path = dir.join(format!("{variant}-seed{seed}/final.json"));
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                if dir.join(format!("{variant}-seed{seed}")).exists() {
+                    continue; // started, not finished
+                }
+                break;
+            };
+            let report = serde_json::from_str(&text)
+                .with_context(|| format!("reading {}", path.display()))?;
+            out.push(Outcome {
+                variant,
+                seed,
+                report,
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// RL from the SFT model with `settings`, then greedy accuracy on the test split.
@@ -172,4 +187,63 @@ fn summary(
         );
     }
     md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(correct: usize, samples: usize) -> EvalReport {
+        EvalReport {
+            samples,
+            correct,
+            accuracy: correct as f64 / samples as f64,
+            interval: wilson_interval(correct, samples),
+            reward_mean: 0.0,
+            tool_call_rate: 1.0,
+            parse_error_rate: 0.0,
+            mean_turns: 2.0,
+            summary: Default::default(),
+            trajectories: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_summary_pools_every_finished_run_and_skips_unfinished_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let put = |name: &str, r: Option<EvalReport>| {
+            let d = dir.path().join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            if let Some(r) = r {
+                std::fs::write(d.join("final.json"), serde_json::to_string(&r).unwrap()).unwrap();
+            }
+        };
+        put("grpo-seed1", Some(report(30, 48)));
+        put("grpo-seed2", None); // interrupted
+        put("grpo-seed3", Some(report(36, 48)));
+        put("rloo-seed1", Some(report(20, 48)));
+        let outcomes = finished(dir.path()).unwrap();
+        let got: Vec<(&str, u64)> = outcomes.iter().map(|o| (o.variant, o.seed)).collect();
+        assert_eq!(got, [("grpo", 1), ("grpo", 3), ("rloo", 1)]);
+        let s = Settings::from_args(
+            &<RunArgsCli as clap::Parser>::parse_from(["x"]).args,
+            "/m".into(),
+        );
+        let md = summary("agentfly calculator ablate", &s, None, &outcomes);
+        let (lo, hi) = wilson_interval(66, 96);
+        assert!(
+            md.contains(&format!(
+                "| grpo | 2 | s1: 30/48, s3: 36/48 | 66/96 | 0.688 | {lo:.3}–{hi:.3} |"
+            )),
+            "{md}"
+        );
+        assert!(md.contains("| rloo | 1 | s1: 20/48 | 20/48 |"), "{md}");
+        assert!(!md.contains("| ppo |"), "{md}");
+    }
+
+    #[derive(clap::Parser)]
+    struct RunArgsCli {
+        #[command(flatten)]
+        args: RunArgs,
+    }
 }
