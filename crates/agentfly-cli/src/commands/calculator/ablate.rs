@@ -77,6 +77,10 @@ pub fn run(args: AblateArgs) -> anyhow::Result<ExitCode> {
             };
             let report = one_run(&dir, &settings, &sft_model, &test)?;
             write(&dir.join("final.json"), &serde_json::to_string(&report)?)?;
+            // A finished run needs no checkpoints (1.6 GB each); its model stays in out/model.
+            let checkpoints = dir.join("out/checkpoints");
+            std::fs::remove_dir_all(&checkpoints)
+                .with_context(|| format!("removing {}", checkpoints.display()))?;
             eprintln!(
                 "    {variant} seed {seed}: {}/{} ({:.3}–{:.3})",
                 report.correct, report.samples, report.interval.0, report.interval.1
