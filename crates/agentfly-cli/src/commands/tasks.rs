@@ -3,7 +3,7 @@
 use agentfly_core::data::write_jsonl;
 use agentfly_tools::tasks::arithmetic::{Problem, SplitSizes, splits};
 use anyhow::Context;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Options of `agentfly tasks arithmetic`.
@@ -31,17 +31,28 @@ pub struct Args {
 
 /// Writes the splits; they are disjoint by normalised question text.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let s = splits(
-        args.seed,
-        SplitSizes {
-            train: args.train,
-            val: args.val,
-            test: args.test,
-            demos: args.demos,
-        },
-    );
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
+    let sizes = SplitSizes {
+        train: args.train,
+        val: args.val,
+        test: args.test,
+        demos: args.demos,
+    };
+    for (count, path) in write_splits(&args.out, args.seed, sizes)? {
+        println!("{count} {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes train.jsonl, val.jsonl, test.jsonl and demos.jsonl into `out`; returns each
+/// file's sample count and path.
+pub fn write_splits(
+    out: &Path,
+    seed: u64,
+    sizes: SplitSizes,
+) -> anyhow::Result<Vec<(usize, PathBuf)>> {
+    let s = splits(seed, sizes);
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let mut written = Vec::new();
     for (name, problems, demo) in [
         ("train", &s.train, false),
         ("val", &s.val, false),
@@ -52,9 +63,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|p: &Problem| if demo { p.demonstration() } else { p.sample() })
             .collect();
-        let path = args.out.join(format!("{name}.jsonl"));
+        let path = out.join(format!("{name}.jsonl"));
         write_jsonl(&path, &samples)?;
-        println!("{} {}", samples.len(), path.display());
+        written.push((samples.len(), path));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(written)
 }

@@ -3,8 +3,8 @@
 //! checkpoint. So an interrupted run (Ctrl-C, a crash) continues where it stopped.
 
 use super::{NO_TOOL_PROMPT, Run, report, write};
-use agentfly_core::data::{Sample, read_jsonl, write_jsonl};
-use agentfly_tools::tasks::arithmetic::{Problem, SplitSizes, check_disjoint, splits};
+use agentfly_core::data::{Sample, read_jsonl};
+use agentfly_tools::tasks::arithmetic::{SplitSizes, check_disjoint};
 use agentfly_trainer::run::{EvalReport, SFT_MODEL, SftReport, Trainer, TrainerConfig};
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -50,32 +50,13 @@ pub fn write_data(run: &Run) -> anyhow::Result<()> {
         .any(|s| !dir.join(format!("{s}.jsonl")).exists())
     {
         let s = &run.settings;
-        let made = splits(
-            s.data_seed,
-            SplitSizes {
-                train: s.train,
-                val: s.val,
-                test: s.test,
-                demos: s.demos,
-            },
-        );
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        for (name, problems) in SPLITS
-            .iter()
-            .zip([&made.train, &made.val, &made.test, &made.demos])
-        {
-            let samples: Vec<Sample> = problems
-                .iter()
-                .map(|p: &Problem| {
-                    if *name == "demos" {
-                        p.demonstration()
-                    } else {
-                        p.sample()
-                    }
-                })
-                .collect();
-            write_jsonl(dir.join(format!("{name}.jsonl")), &samples)?;
-        }
+        let sizes = SplitSizes {
+            train: s.train,
+            val: s.val,
+            test: s.test,
+            demos: s.demos,
+        };
+        crate::commands::tasks::write_splits(&dir, s.data_seed, sizes)?;
     }
     let data: Vec<(&str, Vec<Sample>)> = SPLITS
         .iter()
