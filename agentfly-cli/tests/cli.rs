@@ -1,0 +1,216 @@
+//! The `agentfly` binary as a user runs it, and the README's quick start.
+
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn agentfly(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentfly"))
+        .args(args)
+        .output()
+        .expect("the agentfly binary runs")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+#[test]
+fn tools_lists_every_linked_tool_and_reward() {
+    let out = agentfly(&["tools"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(text.starts_with("3 tools:\n"), "{text}");
+    assert!(
+        text.contains("\n  code_interpreter  [env PythonSandbox, timeout 120000 ms]\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n  calculator  [output ≤ 2000 chars]\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("      - expression (string, required) The expression to evaluate"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n  submit_answer  [terminal, output ≤ 1000 chars]\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("2 rewards: exact_match, exact_numeric"),
+        "{text}"
+    );
+}
+
+#[test]
+fn tools_json_prints_the_schemas() {
+    let out = agentfly(&["tools", "--json"]);
+    assert!(out.status.success());
+    let schemas: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        schemas,
+        json!([
+            {"type": "function", "function": {
+                "name": "calculator",
+                "description": "Evaluates an arithmetic expression exactly and returns the result. Supports + - * / ^ (power), parentheses, unary minus, decimals and integers of any size.",
+                "parameters": {"type": "object", "additionalProperties": false,
+                    "properties": {"expression": {"type": "string", "description": "The expression to evaluate, e.g. \"(12 + 7) * 3\" or \"2^10 / 4\"."}},
+                    "required": ["expression"]}}},
+            {"type": "function", "function": {
+                "name": "code_interpreter",
+                "description": "Runs Python code in a persistent sandboxed interpreter, like a notebook cell: variables, imports and files persist between calls. Shows what the code prints, the value of its last expression, and any exception with its traceback. No network access. A `notepad` object (todo list, facts, draft) is predefined.",
+                "parameters": {"type": "object", "additionalProperties": false,
+                    "properties": {"code": {"type": "string", "description": "The Python code to run."}},
+                    "required": ["code"]}}},
+            {"type": "function", "function": {
+                "name": "submit_answer",
+                "description": "Submits your final answer and ends the task. Call it once, when you are sure.",
+                "parameters": {"type": "object", "additionalProperties": false,
+                    "properties": {"answer": {"type": "string", "description": "The final answer alone, e.g. \"42\"."}},
+                    "required": ["answer"]}}}
+        ])
+    );
+}
+
+#[test]
+fn rewards_lists_fields() {
+    let out = agentfly(&["rewards", "--json"]);
+    assert!(out.status.success());
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list[1]["name"], "exact_numeric");
+    assert_eq!(list[1]["fields"], json!(["answer"]));
+    let text = stdout(&agentfly(&["rewards"]));
+    assert!(text.contains("  exact_numeric\n"), "{text}");
+    assert!(text.contains("sample fields read: answer"), "{text}");
+}
+
+#[test]
+fn call_prints_the_observation() {
+    let out = agentfly(&["call", "calculator", r#"{"expression": "(12 + 7) * 3"}"#]);
+    assert!(out.status.success());
+    assert_eq!(stdout(&out), "57\n");
+
+    let out = agentfly(&["call", "calculator", r#"{"expression": "2^100"}"#, "--json"]);
+    assert!(out.status.success());
+    let obs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        obs,
+        json!({"text": "1267650600228229401496703205376", "is_error": false})
+    );
+}
+
+#[test]
+fn code_interpreter_runs_in_a_fresh_sandbox_per_call() {
+    let code = json!({"code": "import os\nx = 6 * 7\nprint(sorted(os.listdir('.')))\nx"});
+    let out = agentfly(&["call", "code_interpreter", &code.to_string(), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let obs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(obs, json!({"text": "[]\n42", "is_error": false}));
+    // Nothing survives the call: the next one starts from scratch.
+    let out = agentfly(&["call", "code_interpreter", r#"{"code": "x"}"#, "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let obs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(obs["is_error"], true);
+    assert!(
+        obs["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("NameError: name 'x' is not defined"),
+        "{obs}"
+    );
+}
+
+#[test]
+fn a_failed_call_prints_the_error_observation_and_exits_1() {
+    let out = agentfly(&[
+        "call",
+        "calculator",
+        r#"{"expression": "1/(2-2)"}"#,
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let obs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        obs,
+        json!({"text": "Error from tool `calculator`: division by zero: `(2-2)` (at position 3) is 0", "is_error": true})
+    );
+
+    let out = agentfly(&["call", "calculator", "not json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.starts_with("Error calling tool `calculator` (invalid JSON)"),
+        "{err}"
+    );
+
+    let out = agentfly(&["call", "calc", "{}"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        err,
+        "Error: there is no tool named `calc`. Available tools: calculator, code_interpreter, submit_answer.\n"
+    );
+}
+
+/// The commands of the README's quick start, in order.
+fn quick_start_commands() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let section = readme
+        .split("## Quick start")
+        .nth(1)
+        .expect("README has a Quick start section");
+    let block = section.split("```").nth(1).expect("a code block");
+    block
+        .lines()
+        .skip(1)
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn the_readme_quick_start_runs_the_main_job_then_the_tests_and_ci_runs_the_same_tests() {
+    let commands = quick_start_commands();
+    assert_eq!(commands.len(), 2, "{commands:?}");
+    // The first command is the main job: run it the way cargo would, through the binary.
+    let (cargo, args) = commands[0]
+        .split_once(" -- ")
+        .expect("cargo run ... -- ARGS");
+    assert!(cargo.starts_with("cargo run"), "{cargo}");
+    let mut args: Vec<&str> = args.split_whitespace().collect();
+    assert_eq!(args, ["calculator"], "the main job");
+    // The job itself takes ~17 minutes; tests/calculator.rs runs its shortened version
+    // (`--smoke`) end to end. Here: the command exists and is the pipeline.
+    args.push("--help");
+    let out = agentfly(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let help = stdout(&out);
+    for option in [
+        "--algorithm",
+        "--full",
+        "--smoke",
+        "--format-bonus",
+        "ablate",
+    ] {
+        assert!(help.contains(option), "{option} not in\n{help}");
+    }
+    // CI runs exactly the second command.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
+    assert!(
+        ci.lines().any(|l| l.trim() == commands[1]),
+        ".ci/run must run `{}` exactly",
+        commands[1]
+    );
+}

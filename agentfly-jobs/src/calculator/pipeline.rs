@@ -1,0 +1,150 @@
+//! The main job's stages. Each writes its result into the run directory when it finishes
+//! and is skipped when that result is already there; RL resumes from its last checkpoint.
+//! So an interrupted run (Ctrl-C, a crash) continues where it stopped.
+
+use super::job::Job;
+use super::report;
+use super::settings::NO_TOOL_PROMPT;
+use crate::JobError;
+use crate::evaluation::{evaluate, summary_line, validate};
+use crate::run_dir::{append_jsonl, to_json, write_jsonl};
+use agentfly_core::Sample;
+use agentfly_trainer::run::{EvalReport, SFT_MODEL, Trainer, TrainerConfig};
+
+/// Runs every stage not done yet, then writes the report and prints its table.
+pub fn run(job: &Job) -> Result<(), JobError> {
+    let s = &job.settings;
+    let config = TrainerConfig::load(job.path("run.toml"))?;
+    let test = job.split("test")?;
+    let val = job.split("val")?;
+    eprintln!(
+        "calculator job in {} ({} preset, {}, {} RL steps); rerun the same command to resume",
+        job.run.dir().display(),
+        s.preset,
+        s.algorithm.name(),
+        s.steps
+    );
+
+    eval_stage(job, "no_tools", "1/5 initial policy without tools", || {
+        let trainer = Trainer::with_model(no_tool_config(&config), &s.model)?;
+        evaluate(&trainer, &test, "no tools")
+    })?;
+    eval_stage(
+        job,
+        "initial",
+        "2/5 initial policy with the calculator",
+        || {
+            let trainer = Trainer::with_model(config.clone(), &s.model)?;
+            evaluate(&trainer, &test, "initial")
+        },
+    )?;
+
+    let mut trainer = Trainer::new(config.clone())?;
+    let sft_model = config.output.dir.join(SFT_MODEL);
+    if !sft_model.join("config.json").exists() {
+        if trainer.step() > 0 {
+            return Err(JobError::State(format!(
+                "{} is missing although RL has started; pass --restart to start over",
+                sft_model.display()
+            )));
+        }
+        eprintln!(
+            "3/5 SFT warm start on {} demonstrations ({} epoch(s))",
+            s.demos, s.sft_epochs
+        );
+        if let Some(report) = trainer.sft()? {
+            eprintln!(
+                "    loss {:.4} -> {:.4}, {} updates, {:.0}s",
+                report.first_epoch_loss, report.last_epoch_loss, report.updates, report.seconds
+            );
+            job.run.write("sft.json", &to_json(&report)?)?;
+        } else {
+            // SFT finished but its model was not written (an older checkpoint).
+            trainer.save_model(&sft_model)?;
+        }
+    }
+    eval_stage(job, "sft", "3/5 policy after SFT", || {
+        if trainer.step() == 0 {
+            evaluate(&trainer, &test, "after SFT")
+        } else {
+            let sft = Trainer::with_model(config.clone(), &sft_model)?;
+            evaluate(&sft, &test, "after SFT")
+        }
+    })?;
+
+    rl(job, &mut trainer, &val)?;
+
+    eval_stage(job, "final", "5/5 policy after RL", || {
+        evaluate(&trainer, &test, "after RL")
+    })?;
+    drop(trainer);
+    let path = report::write(job)?;
+    eprintln!("report: {}", path.display());
+    println!("{}", crate::report::table(&job.evals()?));
+    Ok(())
+}
+
+/// RL from where the trainer stands, with a validation point every `eval_every` steps and
+/// after the last (each written once, also across interruptions).
+fn rl(job: &Job, trainer: &mut Trainer, val: &[Sample]) -> Result<(), JobError> {
+    let s = &job.settings;
+    eprintln!(
+        "4/5 RL: {} steps of {} problems x {} chains ({})",
+        s.steps,
+        s.samples_per_step,
+        s.chains,
+        s.algorithm.name()
+    );
+    if trainer.step() > 0 {
+        eprintln!("    resuming RL from step {}", trainer.step());
+    }
+    let val_path = job.validation_path();
+    let mut points = job.validation()?;
+    points.retain(|p| p.step <= trainer.step());
+    write_jsonl(&val_path, &points)?;
+    let due =
+        |step: usize| step > 0 && (step.is_multiple_of(s.eval_every.max(1)) || step == s.steps);
+    if due(trainer.step()) && points.last().is_none_or(|p| p.step < trainer.step()) {
+        let point = validate(trainer, val, trainer.step(), None)?;
+        append_jsonl(&val_path, &point)?;
+    }
+    trainer.train_with(|t, m, bar| {
+        if due(m.step) {
+            let point = validate(t, val, m.step, Some(bar))?;
+            if bar.is_hidden() {
+                eprintln!("{}", point.line());
+            } else {
+                bar.println(point.line());
+            }
+            append_jsonl(&val_path, &point)?;
+        }
+        Ok(())
+    })?;
+    Ok(())
+}
+
+/// The configuration of the no-tool baseline: the same model, budgets and reward, no
+/// tools, one turn, room to write a worked answer.
+pub fn no_tool_config(config: &TrainerConfig) -> TrainerConfig {
+    let mut c = config.clone();
+    c.agent.tools.clear();
+    c.agent.system_prompt = NO_TOOL_PROMPT.into();
+    c.agent.system_prompt_file = None;
+    c.agent.format_bonus = 0.0;
+    c.chain.max_turns = 1;
+    c.chain.max_tokens_per_turn = 128;
+    c.sft = None;
+    c
+}
+
+/// An evaluation of the test split as a stage, and its line.
+fn eval_stage(
+    job: &Job,
+    key: &str,
+    title: &str,
+    compute: impl FnOnce() -> Result<EvalReport, JobError>,
+) -> Result<EvalReport, JobError> {
+    let report = job.run.stage(job.eval_path(key), title, compute)?;
+    eprintln!("{}", summary_line(key, &report));
+    Ok(report)
+}

@@ -1,0 +1,110 @@
+//! The calculator job's report: its title and set-up paragraph, then the shared sections
+//! (held-out table and verdicts, training curves, sample trajectories, times, files).
+
+use super::job::Job;
+use crate::JobError;
+use crate::report::held_out::find;
+use crate::report::{Comparison, Report, SampleTrajectories, TrainingCurves};
+use std::path::PathBuf;
+
+/// Writes `report/REPORT.md` and its charts from what the run has produced so far; returns
+/// the Markdown file's path.
+pub fn write(job: &Job) -> Result<PathBuf, JobError> {
+    let s = &job.settings;
+    let evals = job.evals()?;
+    let metrics = job.metrics()?;
+    let validation = job.validation()?;
+    let sft = job.sft()?;
+    let mut report = Report::new(
+        &job.path("report"),
+        "Calculator agent: SmolLM2-135M-Instruct learns to use a calculator",
+        job.run.command(),
+    )?;
+    report.paragraph(&format!(
+        "Model `{}` on `{}`; {} preset: {} training, {} validation and {} test problems (disjoint \
+         by normalised question, checked at load); SFT on {} \"What is a + b?\" demonstrations \
+         ({} epoch(s), lr {:e}); then {} RL steps of {} problems × {} chains with {} (lr {:e}, \
+         loss {}, seed {}){}. Greedy evaluation, one chain per problem, at most 3 turns.",
+        s.model.display(),
+        s.device,
+        s.preset,
+        s.train,
+        s.val,
+        s.test,
+        s.demos,
+        s.sft_epochs,
+        s.sft_lr,
+        s.steps,
+        s.samples_per_step,
+        s.chains,
+        s.algorithm.name(),
+        s.lr,
+        if s.mask {
+            "on the model's own tokens"
+        } else {
+            "on every token after the prompt (mask off)"
+        },
+        s.seed,
+        if s.format_bonus != 0.0 {
+            format!(
+                "; reward shaped with a format bonus of {} (accuracy counts exact answers only)",
+                s.format_bonus
+            )
+        } else {
+            "; reward 1 for the exact answer submitted, else 0".into()
+        }
+    ));
+    let notes: Vec<String> = find(&evals, "no_tools")
+        .map(|n| {
+            format!(
+                "Without tools the initial model solves {}/{} ({:.0}%): the problems need the calculator.",
+                n.correct,
+                n.samples,
+                n.accuracy * 100.0
+            )
+        })
+        .into_iter()
+        .collect();
+    report.held_out(
+        &evals,
+        &notes,
+        &[
+            Comparison {
+                after: "final",
+                before: "sft",
+                what: "RL over SFT",
+            },
+            Comparison {
+                after: "sft",
+                before: "initial",
+                what: "SFT over the initial policy",
+            },
+        ],
+        &format!("test accuracy ({} held-out problems)", s.test),
+    )?;
+    report.training(&TrainingCurves {
+        metrics: &metrics,
+        validation: &validation,
+        validation_size: s.val,
+        chains: s.chains,
+        reward_top: 1.0 + f64::from(s.format_bonus.max(0.0)),
+        shaped: s.format_bonus != 0.0,
+    })?;
+    if let Some(sft) = &sft {
+        report.sft(sft);
+    }
+    report.sample_trajectories(
+        &evals,
+        &SampleTrajectories {
+            context: &[("initial", "Initial policy")],
+            before: ("sft", "After SFT (before RL)"),
+            after: ("final", "After RL"),
+            samples: &job.split("test")?,
+            question: "question",
+            answer: "answer",
+        },
+    );
+    report.times(&evals, sft.as_ref(), &metrics, &validation);
+    report.files(&[]);
+    report.write()
+}

