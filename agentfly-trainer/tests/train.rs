@@ -353,7 +353,7 @@ fn mean_logprob(
 
 #[test]
 fn a_policy_update_follows_the_advantages_and_micro_batching_does_not_change_it() {
-    use agentfly_trainer::train::{PolicyTrainer, StepConfig};
+    use agentfly_trainer::train::{Actor, TrainSection, policy_update};
     let device = autodiff();
     let model = load(&device);
     let rows = rows(1.0);
@@ -364,26 +364,18 @@ fn a_policy_update_follows_the_advantages_and_micro_batching_does_not_change_it(
         weight_decay: 0.0,
         ..OptimConfig::default()
     };
-    let trainer = |_: ()| {
-        PolicyTrainer::new(
-            model.decoder.clone(),
-            model.rope.clone(),
-            None,
-            optim.clone(),
-            10,
-        )
-    };
+    let actor = |_: ()| Actor::new(model.decoder.clone(), model.rope.clone(), optim.clone(), 10);
     let before: Vec<f32> = rows
         .iter()
         .map(|r| mean_logprob(&model, &model.decoder, r))
         .collect();
 
-    let mut whole = trainer(());
-    let config = StepConfig {
+    let mut whole = actor(());
+    let config = TrainSection {
         ppo_epochs: 2,
-        ..StepConfig::default()
+        ..TrainSection::default()
     };
-    let report = whole.update(&rows, &config);
+    let report = policy_update(&mut whole, &mut None, None, &rows, &config);
     assert_eq!((report.updates, report.micro_batches), (2, 1), "{report:?}");
     assert!(report.skipped.is_none());
     assert_eq!(report.tokens, 8);
@@ -410,10 +402,13 @@ fn a_policy_update_follows_the_advantages_and_micro_batching_does_not_change_it(
     assert_eq!(whole.step, 1);
 
     // One sequence per micro-batch: the same update.
-    let mut split = trainer(());
-    let report = split.update(
+    let mut split = actor(());
+    let report = policy_update(
+        &mut split,
+        &mut None,
+        None,
         &rows,
-        &StepConfig {
+        &TrainSection {
             micro_batch_tokens: 9,
             ..config.clone()
         },
@@ -425,8 +420,14 @@ fn a_policy_update_follows_the_advantages_and_micro_batching_does_not_change_it(
     assert!(diff < 1e-5, "max |Δw| = {diff}");
 
     // Non-finite advantages: the update is skipped and the weights are untouched.
-    let mut guarded = trainer(());
-    let report = guarded.update(&self::rows(f32::NAN), &StepConfig::default());
+    let mut guarded = actor(());
+    let report = policy_update(
+        &mut guarded,
+        &mut None,
+        None,
+        &self::rows(f32::NAN),
+        &TrainSection::default(),
+    );
     assert_eq!(report.updates, 0);
     assert!(
         report
@@ -493,7 +494,7 @@ fn logprobs_at_chosen_positions_equal_the_full_pass() {
 
 #[test]
 fn the_critic_fits_its_returns_without_touching_the_policy() {
-    use agentfly_trainer::train::{PolicyTrainer, StepConfig, ValueHead};
+    use agentfly_trainer::train::{Actor, Critic, TrainSection, ValueHead, policy_update};
     let device = autodiff();
     let model = load(&device);
     let optim = OptimConfig {
@@ -501,19 +502,28 @@ fn the_critic_fits_its_returns_without_touching_the_policy() {
         weight_decay: 0.0,
         ..OptimConfig::default()
     };
-    let mut trainer =
-        PolicyTrainer::new(model.decoder.clone(), model.rope.clone(), None, optim, 10);
-    trainer.set_critic(ValueHead::new(model.config.hidden_size, &device), None);
+    let mut critic = Some(Critic::new(
+        ValueHead::new(model.config.hidden_size, &device),
+        &optim,
+        None,
+    ));
+    let mut actor = Actor::new(model.decoder.clone(), model.rope.clone(), optim, 10);
     let mut rows = rows(0.0);
     let mut losses = Vec::new();
     for _ in 0..15 {
-        let values = trainer.values(&rows, 4096).unwrap();
+        let values = critic.as_ref().unwrap().values(&actor, &rows, 4096);
         for (row, v) in rows.iter_mut().zip(values) {
             // The target: 1 on every learned token.
             row.returns = row.mask.clone();
             row.old_values = v;
         }
-        let report = trainer.update(&rows, &StepConfig::default());
+        let report = policy_update(
+            &mut actor,
+            &mut critic,
+            None,
+            &rows,
+            &TrainSection::default(),
+        );
         losses.push(report.value_loss);
     }
     assert!(losses[0] > 0.4, "a zero head starts at ½·1²: {losses:?}");
@@ -524,6 +534,6 @@ fn the_critic_fits_its_returns_without_touching_the_policy() {
     // Zero advantages: the policy's surrogate has no gradient; the critic's loss does not
     // reach the trunk.
     let a = values(model.decoder.norm.weight.val());
-    let b = values(trainer.decoder().norm.weight.val());
+    let b = values(actor.decoder().norm.weight.val());
     assert!(max_diff(&a, &b) < 1e-6, "the policy did not move");
 }

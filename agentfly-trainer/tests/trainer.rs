@@ -333,7 +333,7 @@ fn sft_warm_start_learns_the_demonstrations_once() {
     .unwrap();
     let mut trainer = Trainer::from_config_file(&config).unwrap();
     let model_config = Pretrained::load(&model, &common::device()).unwrap().config;
-    let reference = |t: &Trainer| flat(t.policy().reference().unwrap(), &model_config);
+    let reference = |t: &Trainer| flat(&t.reference().unwrap().decoder, &model_config);
     assert_eq!(reference(&trainer), weights(&model));
     let report = trainer.sft().unwrap().expect("sft runs");
     let sft_model = dir

@@ -3,8 +3,9 @@
 //! either the previous checkpoint or the new one, never half of one.
 
 use crate::model::Decoder;
+use crate::train::{Critic, OptimConfig, ValueHead};
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
-use burn::tensor::Tensor;
+use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -130,43 +131,36 @@ pub fn commit(
 }
 
 /// Writes the critic's head (`critic.json`, with its parameter ids) and its optimizer.
-pub fn save_critic(
-    dir: &Path,
-    head: &crate::train::ValueHead,
-    optim: &burn::optim::ModuleOptimizer,
-) -> Result<(), String> {
-    let (weight, bias) = head.values();
+pub fn save_critic(dir: &Path, critic: &Critic) -> Result<(), String> {
+    let (weight, bias) = critic.head.values();
     let text = serde_json::json!({
         "weight": weight,
         "bias": bias,
-        "ids": [head.weight.id.val(), head.bias.id.val()],
+        "ids": [critic.head.weight.id.val(), critic.head.bias.id.val()],
     });
     std::fs::write(dir.join("critic.json"), text.to_string()).map_err(|e| e.to_string())?;
-    optim
+    critic
+        .optimizer()
         .save(dir.join("critic_optimizer.bpk"))
         .map_err(|e| format!("critic optimizer: {e:?}"))
 }
 
 /// Reads what [`save_critic`] wrote.
-pub fn load_critic(
-    dir: &Path,
-    optim: &crate::train::OptimConfig,
-    device: &burn::tensor::Device,
-) -> Result<(crate::train::ValueHead, burn::optim::ModuleOptimizer), String> {
+pub fn load_critic(dir: &Path, optim: &OptimConfig, device: &Device) -> Result<Critic, String> {
     let text = std::fs::read_to_string(dir.join("critic.json")).map_err(|e| e.to_string())?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
     let weight: Vec<f32> =
         serde_json::from_value(v["weight"].clone()).map_err(|e| e.to_string())?;
     let bias = v["bias"].as_f64().ok_or("critic.json has no bias")? as f32;
     let ids: Vec<u64> = serde_json::from_value(v["ids"].clone()).map_err(|e| e.to_string())?;
-    let mut head = crate::train::ValueHead::from_values(weight, bias, device);
+    let mut head = ValueHead::from_values(weight, bias, device);
     if let [w, b] = ids[..] {
         head.weight.id = ParamId::from(w);
         head.bias.id = ParamId::from(b);
     }
-    let optim = optim
+    let saved = optim
         .init()
         .load(dir.join("critic_optimizer.bpk"))
         .map_err(|e| format!("critic optimizer: {e:?}"))?;
-    Ok((head, optim))
+    Ok(Critic::new(head, optim, Some(saved)))
 }

@@ -1,7 +1,7 @@
 //! The training run's TOML configuration. Errors name the file and the key.
 
 use crate::engine::EngineConfig;
-use crate::train::{OptimConfig, PolicyLossConfig, StepConfig};
+use crate::train::{OptimConfig, TrainSection};
 use agentfly_core::rl::Estimator;
 use agentfly_core::rollout::ChainConfig;
 use serde::{Deserialize, Serialize};
@@ -214,59 +214,6 @@ impl Default for AlgorithmSection {
         Self {
             estimator: Estimator::default(),
             mask: true,
-        }
-    }
-}
-
-/// `[train]` (and `[train.loss]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TrainSection {
-    /// Updates in the run.
-    pub steps: usize,
-    /// The run's seed (data order, sampling).
-    pub seed: u64,
-    /// Optimizer updates per batch.
-    pub ppo_epochs: usize,
-    /// Padded positions per micro-batch.
-    pub micro_batch_tokens: usize,
-    /// Weight of the critic's value loss (estimator `gae`).
-    pub value_coef: f32,
-    /// Clip range of the value loss.
-    pub value_clip: f32,
-    /// Report the KL to the reference policy (the starting model, or the model after
-    /// `[sft]`) every step, even when `loss.kl_coef` is 0; costs a reference forward pass.
-    pub track_kl: bool,
-    /// The loss.
-    pub loss: PolicyLossConfig,
-}
-
-impl Default for TrainSection {
-    fn default() -> Self {
-        let step = StepConfig::default();
-        Self {
-            steps: 10,
-            seed: 0,
-            ppo_epochs: step.ppo_epochs,
-            micro_batch_tokens: step.micro_batch_tokens,
-            value_coef: step.value_coef,
-            value_clip: step.value_clip,
-            track_kl: step.track_kl,
-            loss: step.loss,
-        }
-    }
-}
-
-impl TrainSection {
-    /// The update's settings.
-    pub fn step_config(&self) -> StepConfig {
-        StepConfig {
-            loss: self.loss.clone(),
-            ppo_epochs: self.ppo_epochs,
-            micro_batch_tokens: self.micro_batch_tokens,
-            value_coef: self.value_coef,
-            value_clip: self.value_clip,
-            track_kl: self.track_kl,
         }
     }
 }

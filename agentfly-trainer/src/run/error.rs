@@ -1,0 +1,58 @@
+//! What stops a training run.
+
+use super::config::ConfigError;
+use crate::ModelError;
+use agentfly_core::RegistryError;
+use agentfly_core::data::DataError;
+use std::path::{Path, PathBuf};
+
+/// A run that cannot start or go on.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TrainError {
+    /// The configuration is wrong.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The model cannot be loaded or saved.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// A dataset cannot be read.
+    #[error(transparent)]
+    Data(#[from] DataError),
+    /// A tool or reward is not linked.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// A file of the run cannot be written or read.
+    #[error("{path}: {message}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// The engine stopped.
+    #[error("generation engine: {0}")]
+    Engine(String),
+    /// The caller's `after_step` of [`Trainer::train_with`](super::Trainer::train_with)
+    /// failed.
+    #[error("after step: {0}")]
+    AfterStep(Box<dyn std::error::Error + Send + Sync>),
+    /// A demonstration cannot be used for SFT.
+    #[error("{path}: demonstration `{sample}`: {message}")]
+    Demo {
+        /// The file.
+        path: PathBuf,
+        /// The sample's id.
+        sample: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// An I/O error about `path` as a [`TrainError`].
+pub(crate) fn io<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> TrainError + '_ {
+    move |e| TrainError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}

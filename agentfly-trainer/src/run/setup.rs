@@ -1,0 +1,187 @@
+//! Building a [`Trainer`]: the configuration checked, tools and reward looked up, data read,
+//! the model loaded once (the actor on the autodiff device, the engine serving a copy), the
+//! reference and the critic made, and — resuming — the latest checkpoint's weights,
+//! optimizer state and position restored.
+
+use super::checkpoint::{self, RunState};
+use super::config::{ConfigError, TrainerConfig};
+use super::error::{TrainError, io};
+use super::sampler::Sampler;
+use super::sft::SFT_MODEL;
+use super::trainer::Trainer;
+use crate::Pretrained;
+use crate::device::parse_device;
+use crate::engine::Engine;
+use crate::model::Rope;
+use crate::train::{Actor, Critic, Reference, ValueHead};
+use agentfly_core::data::read_jsonl;
+use agentfly_core::env::{EnvPools, PoolConfig};
+use agentfly_core::rollout::format::format_by_name;
+use agentfly_core::{Rewards, Toolbox};
+use burn::module::Module;
+use std::path::Path;
+
+impl Trainer {
+    /// Reads the TOML file and builds the run (resuming from its latest checkpoint).
+    pub fn from_config_file(path: impl AsRef<Path>) -> Result<Self, TrainError> {
+        Self::new(TrainerConfig::load(path)?)
+    }
+
+    /// Builds the run; when `output.dir` holds a checkpoint, continues from it.
+    pub fn new(config: TrainerConfig) -> Result<Self, TrainError> {
+        Self::build(config, true)
+    }
+
+    /// The run's setup with the policy loaded from `model` (a checkpoint directory, its
+    /// `model/`, or any model path), not resumed: for evaluating a checkpoint.
+    pub fn with_model(mut config: TrainerConfig, model: &Path) -> Result<Self, TrainError> {
+        config.model.path = if model.join("model").join("config.json").exists() {
+            model.join("model")
+        } else {
+            model.to_path_buf()
+        };
+        Self::build(config, false)
+    }
+
+    fn build(config: TrainerConfig, resume: bool) -> Result<Self, TrainError> {
+        let invalid = |message: String| ConfigError {
+            path: "<config>".into(),
+            message,
+        };
+        config.validate().map_err(invalid)?;
+        let toolbox = Toolbox::from_names(&config.agent.tools)?;
+        let rewards = Rewards::from_names(std::slice::from_ref(&config.agent.reward))?;
+        let format = format_by_name(&config.agent.format).expect("validated");
+        let train = read_jsonl(&config.data.train)?;
+        let eval = match &config.data.eval {
+            Some(p) => read_jsonl(p)?,
+            None => Vec::new(),
+        };
+        let device = parse_device(&config.model.device)
+            .map_err(|message| invalid(format!("model.device: {message}")))?;
+        let checkpoint = if resume {
+            checkpoint::latest(&config.output.dir.join("checkpoints"))
+        } else {
+            None
+        };
+        let saved = match &checkpoint {
+            Some(dir) => Some(read_state(&dir.join("state.json"))?),
+            None => None,
+        };
+        let source = match &checkpoint {
+            Some(dir) => dir.join("model"),
+            None => config.model.path.clone(),
+        };
+        // Loaded once, on the autodiff device; the engine serves a copy without autodiff,
+        // as it does after every update.
+        let trained = Pretrained::load(&source, &device.clone().autodiff())?;
+        let serving = Pretrained {
+            config: trained.config.clone(),
+            decoder: trained.decoder.valid(),
+            rope: Rope::for_config(&trained.config, &device),
+            tokenizer: trained.tokenizer.clone(),
+            tokenizer_config: trained.tokenizer_config.clone(),
+            source: source.clone(),
+        };
+        let reference = if config.train.loss.kl_coef != 0.0
+            || config.algorithm.estimator.needs_kl()
+            || config.train.track_kl
+        {
+            // The reference is the starting model, or the model after `[sft]`: a resumed
+            // run reads it again.
+            let sft_model = config.output.dir.join(SFT_MODEL);
+            Some(Reference {
+                decoder: match &saved {
+                    Some(s) if s.sft_done && sft_model.join("config.json").exists() => {
+                        Pretrained::load(&sft_model, &device)?.decoder
+                    }
+                    Some(_) => Pretrained::load(&config.model.path, &device)?.decoder,
+                    None => trained.decoder.valid(),
+                },
+            })
+        } else {
+            None
+        };
+        let (tokenizer, template, eos) = serving.chat_parts()?;
+        let model_config = serving.config.clone();
+        let tokenizer_config = serving.tokenizer_config.clone();
+        let engine = Engine::start(serving, config.rollout.engine.clone());
+        let decoder = match &saved {
+            // The optimizer's state is keyed by parameter ids: give them back.
+            Some(saved) => checkpoint::with_param_ids(trained.decoder, &saved.param_ids),
+            None => trained.decoder,
+        };
+        let mut actor = Actor::new(
+            decoder,
+            trained.rope,
+            config.optim.clone(),
+            config.train.steps,
+        );
+        let train_device = device.clone().autodiff();
+        let mut critic = config.algorithm.estimator.needs_values().then(|| {
+            Critic::new(
+                ValueHead::new(trained.config.hidden_size, &train_device),
+                &config.optim,
+                None,
+            )
+        });
+        let mut sampler = Sampler::new(train, config.train.seed);
+        let (mut step, mut resumed_from, mut sft_done) = (0, 0, false);
+        if let (Some(dir), Some(saved)) = (&checkpoint, saved) {
+            let optim_path = dir.join("optimizer.bpk");
+            let optim = config
+                .optim
+                .init()
+                .load(&optim_path)
+                .map_err(|e| io(&optim_path)(format!("{e:?}")))?;
+            actor.set_optimizer(optim);
+            if critic.is_some() {
+                critic = Some(
+                    checkpoint::load_critic(dir, &config.optim, &train_device)
+                        .map_err(io(&dir.join("critic.json")))?,
+                );
+            }
+            actor.step = saved.step;
+            sampler.cursor = saved.cursor;
+            (step, resumed_from, sft_done) = (saved.step, saved.step, saved.sft_done);
+        }
+        let pools = EnvPools::new(PoolConfig {
+            capacity: config.rollout.env_capacity.max(1),
+            ..PoolConfig::default()
+        });
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(io(Path::new("<tokio runtime>")))?;
+        Ok(Self {
+            config,
+            toolbox,
+            rewards,
+            format,
+            tokenizer,
+            template,
+            eos,
+            model_config,
+            tokenizer_config,
+            actor,
+            reference,
+            critic,
+            engine,
+            pools,
+            runtime,
+            sampler,
+            eval,
+            step,
+            sft_done,
+            resumed_from,
+            device,
+        })
+    }
+}
+
+/// A checkpoint's `state.json`.
+fn read_state(path: &Path) -> Result<RunState, TrainError> {
+    let text = std::fs::read_to_string(path).map_err(io(path))?;
+    serde_json::from_str(&text).map_err(io(path))
+}

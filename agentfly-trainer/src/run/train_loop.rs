@@ -1,0 +1,69 @@
+//! The loop: SFT when configured, then the remaining RL steps, each followed by its line of
+//! `metrics.jsonl`, its console line, a checkpoint every `checkpoint_every` steps and the
+//! caller's hook; the final model at the end.
+
+use super::error::TrainError;
+use super::metrics::{MetricsLog, StepMetrics, TrainSummary, print_line, progress_bar};
+use super::trainer::Trainer;
+use indicatif::ProgressBar;
+
+impl Trainer {
+    /// Runs the remaining steps: metrics to `output.dir/metrics.jsonl`, a progress line,
+    /// checkpoints every `checkpoint_every` steps and at the end, the final model in
+    /// `output.dir/model`.
+    pub fn train(&mut self) -> Result<TrainSummary, TrainError> {
+        self.train_with(|_, _, _| Ok(()))
+    }
+
+    /// [`Trainer::train`], calling `after_step` after each step's metrics and checkpoint
+    /// are written (e.g. to evaluate on the validation split); it may set the progress
+    /// bar's message.
+    pub fn train_with(
+        &mut self,
+        mut after_step: impl FnMut(
+            &Self,
+            &StepMetrics,
+            &ProgressBar,
+        ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Result<TrainSummary, TrainError> {
+        let dir = self.output_dir()?.to_path_buf();
+        if let Some(report) = self.sft()? {
+            eprintln!(
+                "sft: {} demonstrations, {} updates, loss {:.4} -> {:.4} ({:.1}s)",
+                report.demos,
+                report.updates,
+                report.first_epoch_loss,
+                report.last_epoch_loss,
+                report.seconds
+            );
+        }
+        let log = MetricsLog::new(dir.join("metrics.jsonl"));
+        log.keep_until(self.step)?;
+        let total = self.config.train.steps;
+        let bar = progress_bar(total as u64, "step");
+        bar.set_position(self.step as u64);
+        let mut last_reward = None;
+        while self.step < total {
+            let m = self.train_step()?;
+            last_reward = Some(m.reward_mean);
+            log.append(&m)?;
+            print_line(&bar, &m.line());
+            bar.set_message(format!("reward {:.3}", m.reward_mean));
+            bar.set_position(self.step as u64);
+            let every = self.config.output.checkpoint_every.max(1);
+            if self.step.is_multiple_of(every) || self.step == total {
+                self.save_checkpoint()?;
+            }
+            after_step(self, &m, &bar).map_err(TrainError::AfterStep)?;
+        }
+        bar.finish_and_clear();
+        let model_dir = dir.join("model");
+        self.save_model(&model_dir)?;
+        Ok(TrainSummary {
+            steps: self.step,
+            resumed_from: self.resumed_from,
+            last_reward,
+            model_dir,
+        })
+    }
+}

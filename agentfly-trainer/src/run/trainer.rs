@@ -1,0 +1,181 @@
+//! [`Trainer`]: a training run — the actor, its reference and critic, the engine that
+//! samples from a copy of the actor, the tools, the reward and the data — and what every
+//! stage of it shares: rolling out chains and evaluating held-out samples.
+
+use super::config::TrainerConfig;
+use super::error::{TrainError, io};
+use super::eval::EvalReport;
+use super::sampler::Sampler;
+use super::shaping::shape;
+use crate::engine::Engine;
+use crate::model::ModelConfig;
+use crate::train::{Actor, Critic, Reference};
+use agentfly_core::chat::{ChatTemplate, Tokenizer};
+use agentfly_core::env::EnvPools;
+use agentfly_core::rollout::format::ToolCallFormat;
+use agentfly_core::rollout::{ChainConfig, ChainSetup, Rollout, RolloutSummary, Trajectory};
+use agentfly_core::{Rewards, Sample, Toolbox};
+use burn::tensor::Device;
+use serde_json::Value;
+use std::path::Path;
+
+/// A training run. Built by [`Trainer::new`] (resuming from the latest checkpoint) or
+/// [`Trainer::with_model`] (to evaluate a model); see `setup.rs`.
+pub struct Trainer {
+    pub(super) config: TrainerConfig,
+    pub(super) toolbox: Toolbox,
+    pub(super) rewards: Rewards,
+    pub(super) format: Box<dyn ToolCallFormat>,
+    pub(super) tokenizer: Tokenizer,
+    pub(super) template: ChatTemplate,
+    pub(super) eos: Vec<u32>,
+    pub(super) model_config: ModelConfig,
+    pub(super) tokenizer_config: Option<Value>,
+    pub(super) actor: Actor,
+    pub(super) reference: Option<Reference>,
+    pub(super) critic: Option<Critic>,
+    pub(super) engine: Engine,
+    pub(super) pools: EnvPools,
+    pub(super) runtime: tokio::runtime::Runtime,
+    pub(super) sampler: Sampler,
+    pub(super) eval: Vec<Sample>,
+    pub(super) step: usize,
+    pub(super) sft_done: bool,
+    pub(super) resumed_from: usize,
+    pub(super) device: Device,
+}
+
+impl std::fmt::Debug for Trainer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trainer")
+            .field("step", &self.step)
+            .field("output", &self.config.output.dir)
+            .finish()
+    }
+}
+
+impl Trainer {
+    /// The configuration.
+    pub fn config(&self) -> &TrainerConfig {
+        &self.config
+    }
+
+    /// Steps done.
+    pub fn step(&self) -> usize {
+        self.step
+    }
+
+    /// The policy being trained.
+    pub fn actor(&self) -> &Actor {
+        &self.actor
+    }
+
+    /// The frozen reference, when the run has one (a KL penalty, `track_kl`, REINFORCE++'s
+    /// KL in the reward).
+    pub fn reference(&self) -> Option<&Reference> {
+        self.reference.as_ref()
+    }
+
+    /// The critic, when the estimator needs values (GAE).
+    pub fn critic(&self) -> Option<&Critic> {
+        self.critic.as_ref()
+    }
+
+    /// The held-out samples of `data.eval`.
+    pub fn eval_samples(&self) -> &[Sample] {
+        &self.eval
+    }
+
+    pub(super) fn system_prompt(&self) -> Result<String, TrainError> {
+        match &self.config.agent.system_prompt_file {
+            Some(p) => std::fs::read_to_string(p).map_err(io(p)),
+            None => Ok(self.config.agent.system_prompt.clone()),
+        }
+    }
+
+    /// Rolls out `samples` × `chains` with the current policy; `on_done` sees each
+    /// trajectory as it finishes (shaped, when `agent.format_bonus` is set).
+    pub fn rollout(
+        &self,
+        samples: &[Sample],
+        chains: usize,
+        chain: &ChainConfig,
+        seed: u64,
+        mut on_done: impl FnMut(&Trajectory),
+    ) -> Result<(Vec<Trajectory>, RolloutSummary), TrainError> {
+        let system_prompt = self.system_prompt()?;
+        let config = ChainConfig {
+            system_prompt,
+            ..chain.clone()
+        };
+        let rollout = Rollout {
+            setup: ChainSetup {
+                policy: &self.engine,
+                toolbox: &self.toolbox,
+                format: self.format.as_ref(),
+                template: &self.template,
+                tokenizer: &self.tokenizer,
+                end_of_turn: &self.eos,
+                rewards: Some((&self.rewards, self.config.agent.reward.as_str())),
+                config: &config,
+            },
+            pools: self.pools.clone(),
+            chains,
+            concurrency: self.config.rollout.concurrency,
+            seed,
+        };
+        let bonus = self.config.agent.format_bonus;
+        let mut out = self.runtime.block_on(rollout.run(samples, |t| {
+            let mut t = t.clone();
+            shape(&mut t, bonus);
+            on_done(&t)
+        }));
+        if let Some(t) = out.trajectories.iter().find(|t| {
+            t.error
+                .as_deref()
+                .is_some_and(|e| e.contains("generation engine has stopped"))
+        }) {
+            return Err(TrainError::Engine(t.error.clone().unwrap_or_default()));
+        }
+        if bonus != 0.0 {
+            out.trajectories.iter_mut().for_each(|t| shape(t, bonus));
+            out.summary = RolloutSummary::of(&out.trajectories, out.summary.wall_seconds);
+        }
+        Ok((out.trajectories, out.summary))
+    }
+
+    /// Greedy, one chain per sample: accuracy with its 95% interval, tool-call and
+    /// parse-error rates, mean turns.
+    pub fn evaluate(&self, samples: &[Sample]) -> Result<EvalReport, TrainError> {
+        self.evaluate_with(samples, |_| {})
+    }
+
+    /// [`Trainer::evaluate`], calling `on_done` as each trajectory finishes (progress).
+    pub fn evaluate_with(
+        &self,
+        samples: &[Sample],
+        on_done: impl FnMut(&Trajectory),
+    ) -> Result<EvalReport, TrainError> {
+        let chain = ChainConfig {
+            temperature: 0.0,
+            ..self.config.chain.clone()
+        };
+        let (trajectories, summary) = self.rollout(samples, 1, &chain, 0, on_done)?;
+        Ok(EvalReport::of(trajectories, summary))
+    }
+
+    /// Hands the actor's current weights to the engine.
+    pub(super) fn sync_engine(&self) -> Result<(), TrainError> {
+        let decoder = self.actor.snapshot();
+        self.engine
+            .with_model(move |model| model.decoder = decoder)
+            .map_err(|e| TrainError::Engine(e.to_string()))
+    }
+
+    /// The run's output directory, created.
+    pub(super) fn output_dir(&self) -> Result<&Path, TrainError> {
+        let dir = &self.config.output.dir;
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        Ok(dir)
+    }
+}

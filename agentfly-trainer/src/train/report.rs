@@ -1,0 +1,36 @@
+//! What an update did: the numbers each step reports.
+
+use serde::{Deserialize, Serialize};
+
+/// What an update did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StepReport {
+    /// The loss (last epoch).
+    pub loss: f32,
+    /// The clipped surrogate part.
+    pub pg_loss: f32,
+    /// The KL to the reference (0 without one).
+    pub kl: f32,
+    /// The entropy of the policy on the learned tokens.
+    pub entropy: f32,
+    /// Share of learned tokens whose ratio was clipped.
+    pub clip_fraction: f32,
+    /// Mean `ratio − 1` (0 on the first epoch, up to numerics).
+    pub ratio_deviation: f32,
+    /// Global gradient norm before clipping (last epoch).
+    pub grad_norm: f32,
+    /// The critic's clipped value loss (0 without a critic).
+    pub value_loss: f32,
+    /// The learning rate used.
+    pub lr: f64,
+    /// Tokens the loss applied to.
+    pub tokens: usize,
+    /// Micro-batches per epoch.
+    pub micro_batches: usize,
+    /// Updates applied (epochs not skipped).
+    pub updates: usize,
+    /// Why an epoch's update was skipped, when one was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}

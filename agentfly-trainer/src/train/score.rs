@@ -1,0 +1,77 @@
+//! Forward passes at the learned positions: with gradient inside an update, without to
+//! score a batch (old and reference log-probs, the critic's values).
+
+use super::logprobs::{AtPositions, Packed, logprobs_at};
+use super::rows::{Picks, PolicyRow, picks};
+use super::value::ValueHead;
+use crate::model::{Decoder, Rope};
+use burn::module::Module;
+use burn::tensor::{Device, Tensor, TensorData};
+
+/// The learned positions of one micro-batch and what `decoder` computes there, or `None`
+/// when the group has nothing to learn.
+pub(crate) fn pass(
+    decoder: &Decoder,
+    rope: &Rope,
+    rows: &[PolicyRow],
+    group: &[usize],
+    with_entropy: bool,
+) -> Option<(Picks, AtPositions)> {
+    let found = picks(rows, group);
+    if found.picks.is_empty() {
+        return None;
+    }
+    let device = decoder.embed.val().device();
+    let seqs: Vec<&[u32]> = group.iter().map(|&i| rows[i].tokens.as_slice()).collect();
+    let packed = Packed::new(&seqs, &device);
+    let got = logprobs_at(
+        decoder,
+        rope,
+        packed.ids,
+        &found.picks,
+        &found.targets,
+        with_entropy,
+    );
+    Some((found, got))
+}
+
+/// Log-probs of every row's tokens `1..` under `decoder`, at the learned positions (0
+/// elsewhere); with `head`, also its values there, aligned to the predicted token
+/// (`values[i][t + 1]`). Call it with a decoder without autodiff.
+pub(crate) fn score(
+    decoder: &Decoder,
+    rope: &Rope,
+    rows: &[PolicyRow],
+    groups: &[Vec<usize>],
+    head: Option<&ValueHead>,
+) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+    let mut out: Vec<Vec<f32>> = rows.iter().map(|r| vec![0.0; r.tokens.len() - 1]).collect();
+    let mut values: Vec<Vec<f32>> = rows.iter().map(|r| vec![0.0; r.tokens.len()]).collect();
+    let head = head.map(|h| h.valid());
+    for group in groups {
+        let Some((Picks { at, .. }, got)) = pass(decoder, rope, rows, group, false) else {
+            continue;
+        };
+        for (&(i, t), v) in at.iter().zip(host(got.logprobs)) {
+            out[i][t] = v;
+        }
+        if let Some(head) = &head {
+            let v = head.forward(got.hidden.inner());
+            for (&(i, t), v) in at.iter().zip(host(v)) {
+                values[i][t + 1] = v;
+            }
+        }
+    }
+    (out, values)
+}
+
+/// A tensor's values on the host.
+pub(crate) fn host<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+    t.into_data().try_into_vec::<f32>().expect("f32")
+}
+
+/// `[1, n]` of `values`.
+pub(crate) fn row_tensor(values: Vec<f32>, device: &Device) -> Tensor<2> {
+    let n = values.len();
+    Tensor::from_data(TensorData::new(values, [1, n]), device)
+}
