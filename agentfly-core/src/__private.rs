@@ -7,7 +7,7 @@ pub use serde;
 pub use serde_json;
 
 pub use crate::data::Sample;
-pub use crate::registry::Origin;
+pub use crate::origin::Origin;
 pub use crate::reward::{RewardFuture, RewardInput, RewardSpec};
 pub use crate::tool::{
     CallContext, Observation, ToolFailure, ToolFuture, ToolOptions, ToolSpec, parameters_schema,

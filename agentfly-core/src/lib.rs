@@ -100,6 +100,7 @@ extern crate self as agentfly_core;
 pub mod chat;
 pub mod data;
 pub mod env;
+pub mod origin;
 pub mod registry;
 pub mod reward;
 pub mod rl;
@@ -111,7 +112,8 @@ pub mod __private;
 
 pub use agentfly_macros::{reward, tool};
 pub use data::Sample;
-pub use registry::{Origin, RegistryError};
+pub use origin::Origin;
+pub use registry::RegistryError;
 pub use reward::{RewardError, RewardInput, RewardOutput, RewardSpec, Rewards};
 pub use rollout::Trajectory;
 pub use tool::{CallContext, Observation, ToolErrorKind, ToolSpec, Toolbox};

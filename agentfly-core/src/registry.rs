@@ -2,26 +2,9 @@
 //! `#[reward]` of the crates it links. A crate nothing names is not linked — name it
 //! with [`link!`](crate::link).
 
+use crate::origin::Origin;
 use crate::reward::RewardSpec;
 use crate::tool::ToolSpec;
-use std::fmt;
-
-/// Where a tool or reward is defined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Origin {
-    /// `module_path!()` of the definition.
-    pub module_path: &'static str,
-    /// `file!()` of the definition.
-    pub file: &'static str,
-    /// `line!()` of the definition.
-    pub line: u32,
-}
-
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({}:{})", self.module_path, self.file, self.line)
-    }
-}
 
 /// Looking up tools and rewards failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,6 +1,6 @@
 //! A bounded pool of environment instances with FIFO leasing, timeouts and replacement.
 
-use super::{Env, EnvError};
+use super::contract::{Env, EnvError};
 use std::collections::VecDeque;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};

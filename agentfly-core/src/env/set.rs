@@ -1,6 +1,7 @@
 //! One pool per environment type, looked up by the type a tool names.
 
-use super::{Env, EnvPool, PoolConfig, PoolMetrics};
+use super::contract::Env;
+use super::pool::{EnvPool, PoolConfig, PoolMetrics};
 use futures_util::future::BoxFuture;
 use std::any::{Any, TypeId, type_name};
 use std::collections::HashMap;

@@ -2,7 +2,7 @@
 
 use super::{RewardError, RewardOutput};
 use crate::data::Sample;
-use crate::registry::Origin;
+use crate::origin::Origin;
 use crate::rollout::Trajectory;
 use crate::tool::CallContext;
 use std::future::Future;

@@ -1,7 +1,7 @@
 //! What `#[tool]` registers.
 
 use super::{CallContext, Observation, ToolFailure};
-use crate::registry::Origin;
+use crate::origin::Origin;
 use serde_json::{Value, json};
 use std::future::Future;
 use std::pin::Pin;
