@@ -171,21 +171,7 @@ fn summary(
 mod tests {
     use super::*;
     use crate::calculator::options::RunArgs;
-
-    fn report(correct: usize, samples: usize) -> EvalReport {
-        EvalReport {
-            samples,
-            correct,
-            accuracy: correct as f64 / samples as f64,
-            interval: wilson_interval(correct, samples),
-            reward_mean: 0.0,
-            tool_call_rate: 1.0,
-            parse_error_rate: 0.0,
-            mean_turns: 2.0,
-            summary: Default::default(),
-            trajectories: Vec::new(),
-        }
-    }
+    use crate::report::held_out::tests::report;
 
     #[test]
     fn the_summary_pools_every_finished_run_and_skips_unfinished_ones() {

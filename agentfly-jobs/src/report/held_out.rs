@@ -109,11 +109,12 @@ pub fn chart(path: &Path, title: &str, evals: &[Eval]) -> Result<(), JobError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use agentfly_trainer::run::wilson_interval;
 
-    fn report(correct: usize, samples: usize) -> EvalReport {
+    /// A report of `correct` out of `samples`, without trajectories.
+    pub(crate) fn report(correct: usize, samples: usize) -> EvalReport {
         EvalReport {
             samples,
             correct,
