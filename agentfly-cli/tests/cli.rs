@@ -205,8 +205,15 @@ fn the_readme_quick_start_runs_the_main_job_then_the_tests_and_ci_runs_the_same_
     ] {
         assert!(help.contains(option), "{option} not in\n{help}");
     }
-    // CI runs exactly the second command.
+    // The second is the test command: it runs every test of the workspace, and CI runs
+    // exactly it.
+    assert_eq!(commands[1], "scripts/test");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let script = std::fs::read_to_string(root.join("scripts/test")).unwrap();
+    assert!(
+        script.lines().any(|l| l.trim() == "cargo test --workspace"),
+        "scripts/test must run `cargo test --workspace`"
+    );
     let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
     assert!(
         ci.lines().any(|l| l.trim() == commands[1]),

@@ -5,6 +5,7 @@
 //! | [`tool`] | [`ToolSpec`] (what `#[tool]` registers), [`Toolbox`], [`Observation`], [`CallContext`] |
 //! | [`reward`] | [`RewardSpec`] (what `#[reward]` registers), [`Rewards`], [`RewardOutput`] |
 //! | [`registry`] | how registered items are found, duplicate names, [`link!`] |
+//! | [`origin`] | [`Origin`]: where a registered item is defined |
 //! | [`env`] | the [`Env`](env::Env) contract, bounded leasing pools |
 //! | [`chat`] | tokenizer and chat templates |
 //! | [`data`] | dataset samples, JSONL |

