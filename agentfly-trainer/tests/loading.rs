@@ -132,8 +132,10 @@ fn a_truncated_gguf_names_the_file_and_the_tensor() {
     let err = Pretrained::load(&header_only, &common::device())
         .unwrap_err()
         .to_string();
+    // Cut inside the header: the tensor count no longer fits what is left of the file.
     assert!(
-        err.starts_with(&format!("{}: truncated GGUF header", header_only.display())),
+        err.starts_with(&format!("{}: corrupt GGUF header", header_only.display()))
+            && err.contains("the tensor count is"),
         "{err}"
     );
     let not_gguf = dir.join("text.gguf");

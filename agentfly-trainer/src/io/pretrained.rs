@@ -122,7 +122,9 @@ impl Pretrained {
     }
 
     /// What a chat agent needs besides the network: the tokenizer, the chat template and
-    /// the ids that end a turn; a missing one is an error naming the model.
+    /// the ids that end a turn — first the one the template closes an assistant turn with
+    /// (what chains stop at, and what SFT and RL teach), then the model's other
+    /// end-of-sequence ids. A missing one is an error naming the model.
     pub fn chat_parts(&self) -> Result<(Tokenizer, ChatTemplate, Vec<u32>), ModelError> {
         let tokenizer = self
             .tokenizer
@@ -131,7 +133,20 @@ impl Pretrained {
         let template = self
             .chat_template()?
             .ok_or_else(|| ModelError::format(&self.source, "the model has no chat template"))?;
-        Ok((tokenizer, template, self.eos_ids()))
+        let mut ends = self.eos_ids();
+        if let Some(eot) = template.end_of_turn(&tokenizer)? {
+            ends.retain(|&id| id != eot);
+            ends.insert(0, eot);
+        }
+        if ends.is_empty() {
+            return Err(ModelError::format(
+                &self.source,
+                "the model has no end-of-turn token: its chat template closes assistant turns \
+                 with no special token, and neither config.json's eos_token_id nor \
+                 tokenizer_config.json's eos_token names one; add eos_token_id to config.json",
+            ));
+        }
+        Ok((tokenizer, template, ends))
     }
 
     /// The ids that end generation: the config's `eos_token_id`(s), else the tokenizer's

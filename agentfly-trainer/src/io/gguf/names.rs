@@ -1,0 +1,78 @@
+//! llama.cpp's tensor names and layouts → Hugging Face's.
+
+/// The Hugging Face name of a llama.cpp tensor name.
+pub(super) fn hf_name(name: &str) -> Option<String> {
+    let fixed = match name {
+        "token_embd.weight" => Some("model.embed_tokens.weight"),
+        "output_norm.weight" => Some("model.norm.weight"),
+        "output.weight" => Some("lm_head.weight"),
+        _ => None,
+    };
+    if let Some(f) = fixed {
+        return Some(f.to_string());
+    }
+    let rest = name.strip_prefix("blk.")?;
+    let (layer, part) = rest.split_once('.')?;
+    let mapped = match part {
+        "attn_norm.weight" => "input_layernorm.weight",
+        "ffn_norm.weight" => "post_attention_layernorm.weight",
+        "attn_q.weight" => "self_attn.q_proj.weight",
+        "attn_k.weight" => "self_attn.k_proj.weight",
+        "attn_v.weight" => "self_attn.v_proj.weight",
+        "attn_output.weight" => "self_attn.o_proj.weight",
+        "attn_q.bias" => "self_attn.q_proj.bias",
+        "attn_k.bias" => "self_attn.k_proj.bias",
+        "attn_v.bias" => "self_attn.v_proj.bias",
+        "ffn_gate.weight" => "mlp.gate_proj.weight",
+        "ffn_up.weight" => "mlp.up_proj.weight",
+        "ffn_down.weight" => "mlp.down_proj.weight",
+        _ => return None,
+    };
+    Some(format!("model.layers.{layer}.{mapped}"))
+}
+
+/// Undoes llama.cpp's q/k permutation: rows of each head were reordered from
+/// `[2, half]` to `[half, 2]` (interleaved rotary pairs); transformers'
+/// `reverse_permute_weights` restores `[2, half]`.
+pub(super) fn unpermute(data: &mut [f32], shape: &[usize], heads: usize) {
+    let (rows, cols) = (shape[0], shape[1]);
+    let half = rows / heads / 2;
+    let src = data.to_vec();
+    for h in 0..heads {
+        for i in 0..half {
+            for two in 0..2 {
+                // file row index: h, i, two ; HF row index: h, two, i
+                let from = (h * half + i) * 2 + two;
+                let to = (h * 2 + two) * half + i;
+                data[to * cols..(to + 1) * cols]
+                    .copy_from_slice(&src[from * cols..(from + 1) * cols]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unpermute_inverts_llama_cpp_permute() {
+        // llama.cpp: w.reshape(heads, 2, half, cols).swapaxes(1, 2)
+        let (heads, half, cols) = (2, 3, 2);
+        let rows = heads * 2 * half;
+        let hf: Vec<f32> = (0..rows * cols).map(|x| x as f32).collect();
+        let mut permuted = vec![0.0; hf.len()];
+        for h in 0..heads {
+            for two in 0..2 {
+                for i in 0..half {
+                    let from = (h * 2 + two) * half + i;
+                    let to = (h * half + i) * 2 + two;
+                    permuted[to * cols..(to + 1) * cols]
+                        .copy_from_slice(&hf[from * cols..(from + 1) * cols]);
+                }
+            }
+        }
+        unpermute(&mut permuted, &[rows, cols], heads);
+        assert_eq!(permuted, hf);
+    }
+}
