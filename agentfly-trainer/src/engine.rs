@@ -38,6 +38,14 @@ pub struct EngineConfig {
     /// is prefilled only after the longest cached prefix of its context (the shared
     /// system prompt, or its chain's previous turn). 0 turns the cache off.
     pub prefix_cache_tokens: usize,
+    /// The longest a generation request waits for its reply (queued and generating); past
+    /// it the chain gets an error and its sequence leaves the batch.
+    #[serde(with = "agentfly_core::env::duration_secs")]
+    pub request_timeout: Duration,
+    /// The longest [`Engine::with_model`] waits for the running sequences to finish and its
+    /// task to run (a weight update).
+    #[serde(with = "agentfly_core::env::duration_secs")]
+    pub task_timeout: Duration,
 }
 
 impl Default for EngineConfig {
@@ -47,6 +55,8 @@ impl Default for EngineConfig {
             max_prefill_tokens: 16_384,
             gather: Duration::from_millis(3),
             prefix_cache_tokens: 32_768,
+            request_timeout: Duration::from_secs(600),
+            task_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -119,6 +129,8 @@ pub struct Engine {
     stats: Arc<Mutex<EngineStats>>,
     thread: Option<JoinHandle<()>>,
     max_context: usize,
+    request_timeout: Duration,
+    task_timeout: Duration,
 }
 
 impl std::fmt::Debug for Engine {
@@ -135,6 +147,7 @@ impl Engine {
         let (sender, receiver) = mpsc::channel();
         let stats = Arc::new(Mutex::new(EngineStats::default()));
         let max_context = model.config.max_position_embeddings;
+        let (request_timeout, task_timeout) = (config.request_timeout, config.task_timeout);
         let worker = Worker {
             model,
             receiver,
@@ -153,6 +166,8 @@ impl Engine {
             stats,
             thread: Some(thread),
             max_context,
+            request_timeout,
+            task_timeout,
         }
     }
 
@@ -176,8 +191,8 @@ impl Engine {
 
     /// Runs `f` on the model's thread once the sequences already running have finished
     /// (requests sent after it wait for it): e.g. loading new weights after a training
-    /// step. Blocks until done; call it from outside the async runtime or through
-    /// `spawn_blocking`.
+    /// step. Blocks until done, at most `task_timeout`; call it from outside the async
+    /// runtime or through `spawn_blocking`.
     pub fn with_model<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Pretrained) -> R + Send + 'static,
@@ -186,7 +201,14 @@ impl Engine {
         self.send(Command::Run(Box::new(move |model| {
             let _ = tx.send(f(model));
         })))?;
-        rx.recv().map_err(|_| stopped())
+        rx.recv_timeout(self.task_timeout).map_err(|e| match e {
+            mpsc::RecvTimeoutError::Timeout => PolicyError(format!(
+                "the engine did not run a model task (a weight update) within {:.0?}: the \
+                 sequences before it did not finish (rollout.engine.task_timeout)",
+                self.task_timeout
+            )),
+            mpsc::RecvTimeoutError::Disconnected => stopped(),
+        })
     }
 
     /// Stops accepting requests, lets the running ones finish and joins the thread.
@@ -212,9 +234,17 @@ impl Policy for Engine {
             reply,
             queued: Instant::now(),
         }));
+        let timeout = self.request_timeout;
         Box::pin(async move {
             sent?;
-            answer.await.map_err(|_| stopped())?
+            match tokio::time::timeout(timeout, answer).await {
+                Ok(reply) => reply.map_err(|_| stopped())?,
+                // Dropping `answer` tells the engine to drop the sequence.
+                Err(_) => Err(PolicyError(format!(
+                    "no reply from the generation engine within {timeout:.0?} \
+                     (rollout.engine.request_timeout): it is overloaded or stuck"
+                ))),
+            }
         })
     }
 }
@@ -413,6 +443,14 @@ impl Worker {
             let end = match generation.finish_reason {
                 crate::generate::FinishReason::Stop => GenerationEnd::Stop,
                 crate::generate::FinishReason::Length => GenerationEnd::Length,
+                crate::generate::FinishReason::NonFinite => {
+                    let _ = reply.send(Err(PolicyError(format!(
+                        "the model's logits are not finite (NaN or infinite) after {} tokens; \
+                         no token was sampled",
+                        generation.new_ids.len()
+                    ))));
+                    continue;
+                }
             };
             let _ = reply.send(Ok(Generated {
                 ids: generation.new_ids,

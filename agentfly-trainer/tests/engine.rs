@@ -236,3 +236,44 @@ async fn shared_prefixes_and_previous_turns_are_not_prefilled_again() {
         "all of the previous turn but its last sampled id came from the cache"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_wait_on_the_engine_is_bounded_and_says_what_it_waited_for() {
+    let engine = Arc::new(Engine::start(
+        load(),
+        EngineConfig {
+            request_timeout: Duration::from_millis(200),
+            task_timeout: Duration::from_millis(200),
+            ..EngineConfig::default()
+        },
+    ));
+    // A model task that holds the engine for a second (a stuck weight update).
+    let stuck = {
+        let engine = engine.clone();
+        tokio::task::spawn_blocking(move || {
+            engine.with_model(|_| std::thread::sleep(Duration::from_secs(1)))
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let waited = engine.generate(request(vec![5, 6, 7, 8], 4, 0.0, 1)).await;
+    let err = waited.unwrap_err().to_string();
+    assert!(
+        err.contains("no reply from the generation engine within 200ms")
+            && err.contains("request_timeout"),
+        "{err}"
+    );
+    let err = stuck.await.unwrap().unwrap_err().to_string();
+    assert!(
+        err.contains("did not run a model task") && err.contains("task_timeout"),
+        "{err}"
+    );
+    // Once the task is over, the engine serves again.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let served = engine.generate(request(vec![5, 6, 9, 8], 4, 0.0, 1)).await;
+    assert!(served.is_ok(), "{served:?}");
+    assert_eq!(
+        engine.stats().abandoned,
+        1,
+        "the timed-out request left the queue"
+    );
+}

@@ -60,10 +60,12 @@ pub fn step_dir(root: &Path, step: usize) -> PathBuf {
     root.join(format!("step-{step:06}"))
 }
 
-/// The latest complete checkpoint under `root`, if any.
+/// The latest complete checkpoint under `root`, if any (after [`recover`]ing it from an
+/// interrupted replacement).
 pub fn latest(root: &Path) -> Option<PathBuf> {
     let name = std::fs::read_to_string(root.join("latest")).ok()?;
     let dir = root.join(name.trim());
+    recover(&dir).ok()?;
     dir.join("state.json").exists().then_some(dir)
 }
 
@@ -77,24 +79,105 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Where [`replace_dir`] keeps the previous `dir` while the new one moves in.
+fn previous(dir: &Path) -> PathBuf {
+    let name = dir
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    dir.with_file_name(format!(".{name}.previous"))
+}
+
+/// The prefix of [`replace_dir`]'s temporary directories for `dir`.
+fn incomplete_prefix(dir: &Path) -> String {
+    let name = dir
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    format!(".incomplete-{name}-")
+}
+
+/// Finishes or undoes a [`replace_dir`] of `dir` that a crash interrupted: when `dir` is
+/// missing and its previous version is kept aside, that version comes back; a kept-aside
+/// version beside a present `dir` (the swap completed) and unfinished temporary directories
+/// are removed. Nothing to do is the usual case.
+pub fn recover(dir: &Path) -> std::io::Result<()> {
+    let old = previous(dir);
+    if old.exists() {
+        if dir.exists() {
+            std::fs::remove_dir_all(&old)?;
+        } else {
+            std::fs::rename(&old, dir)?;
+        }
+    }
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    let prefix = incomplete_prefix(dir);
+    if let Ok(entries) = std::fs::read_dir(parent) {
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                std::fs::remove_dir_all(entry.path())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The steps of [`replace_dir`], in order; a test stops after any of them, as a crash
+/// would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Swap {
+    /// The new contents are in a temporary directory beside `dir`.
+    Filled,
+    /// The old `dir` is kept aside.
+    OldAside,
+    /// The new contents are `dir`.
+    NewInPlace,
+    /// The old contents are gone.
+    Done,
+}
+
 /// Fills a fresh temporary directory beside `dir` with `fill`, then puts it in `dir`'s place
-/// (replacing an older one): a crash leaves the old directory or the new one, and at worst
-/// an `.incomplete-*` directory that nothing reads.
+/// (replacing an older one) by two renames: the old `dir` aside, the new one in. A crash at
+/// any point leaves the old directory or the new one (in place, or aside where [`recover`],
+/// which every replacement runs first, brings it back), never neither.
 pub fn replace_dir(
     dir: &Path,
     fill: impl FnOnce(&Path) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
+    replace_dir_until(dir, fill, Swap::Done)
+}
+
+fn replace_dir_until(
+    dir: &Path,
+    fill: impl FnOnce(&Path) -> std::io::Result<()>,
+    until: Swap,
+) -> std::io::Result<()> {
     let parent = dir.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent)?;
+    recover(dir)?;
     let tmp = tempfile::Builder::new()
-        .prefix(".incomplete-")
+        .prefix(&incomplete_prefix(dir))
         .tempdir_in(parent)?;
     fill(tmp.path())?;
-    if dir.exists() {
-        std::fs::remove_dir_all(dir)?;
+    // From here on a crash must not delete the new contents: they are no longer temporary.
+    let tmp = tmp.keep();
+    if until == Swap::Filled {
+        return Ok(());
     }
-    let kept = tmp.keep();
-    std::fs::rename(&kept, dir)
+    let old = previous(dir);
+    let had_old = dir.exists();
+    if had_old {
+        std::fs::rename(dir, &old)?;
+    }
+    if until == Swap::OldAside {
+        return Ok(());
+    }
+    std::fs::rename(&tmp, dir)?;
+    if until == Swap::NewInPlace {
+        return Ok(());
+    }
+    if had_old {
+        std::fs::remove_dir_all(&old)?;
+    }
+    Ok(())
 }
 
 /// Fills a fresh temporary directory under `root` with `fill`, renames it to `final_dir`
@@ -163,4 +246,73 @@ pub fn load_critic(dir: &Path, optim: &OptimConfig, device: &Device) -> Result<C
         .load(dir.join("critic_optimizer.bpk"))
         .map_err(|e| format!("critic optimizer: {e:?}"))?;
     Ok(Critic::new(head, optim, Some(saved)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contents(dir: &Path) -> Option<String> {
+        std::fs::read_to_string(dir.join("file")).ok()
+    }
+
+    fn write(text: &'static str) -> impl FnOnce(&Path) -> std::io::Result<()> {
+        move |tmp| std::fs::write(tmp.join("file"), text)
+    }
+
+    #[test]
+    fn a_crash_at_any_point_of_a_replacement_leaves_the_old_or_the_new_directory() {
+        for until in [Swap::Filled, Swap::OldAside, Swap::NewInPlace, Swap::Done] {
+            let root = tempfile::tempdir().unwrap();
+            let dir = root.path().join("model");
+            replace_dir(&dir, write("old")).unwrap();
+            replace_dir_until(&dir, write("new"), until).unwrap();
+            // The process died here; the next run recovers first.
+            recover(&dir).unwrap();
+            let expected = if until >= Swap::NewInPlace {
+                "new"
+            } else {
+                "old"
+            };
+            assert_eq!(contents(&dir).as_deref(), Some(expected), "{until:?}");
+            let left: Vec<_> = std::fs::read_dir(root.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(left, ["model"], "{until:?}: nothing else is left");
+            // And the next replacement works.
+            replace_dir(&dir, write("next")).unwrap();
+            assert_eq!(contents(&dir).as_deref(), Some("next"));
+        }
+    }
+
+    #[test]
+    fn a_failed_fill_leaves_the_old_directory_and_no_temporary_one() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("model");
+        replace_dir(&dir, write("old")).unwrap();
+        let err = replace_dir(&dir, |_| Err(std::io::Error::other("disk full"))).unwrap_err();
+        assert_eq!(err.to_string(), "disk full");
+        assert_eq!(contents(&dir).as_deref(), Some("old"));
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn the_latest_checkpoint_survives_a_crash_in_its_rewrite() {
+        let root = tempfile::tempdir().unwrap();
+        let step = step_dir(root.path(), 3);
+        commit(root.path(), &step, 2, |tmp| {
+            std::fs::write(tmp.join("state.json"), "{}")
+        })
+        .unwrap();
+        // Rewriting the same step dies with the old version aside.
+        replace_dir_until(
+            &step,
+            |tmp| std::fs::write(tmp.join("state.json"), "{}"),
+            Swap::OldAside,
+        )
+        .unwrap();
+        assert!(!step.exists());
+        assert_eq!(latest(root.path()), Some(step));
+    }
 }
