@@ -327,8 +327,7 @@ fn rows(advantage: f32) -> Vec<agentfly_trainer::train::PolicyRow> {
                 tokens,
                 mask,
                 advantages,
-                returns: Vec::new(),
-                old_values: Vec::new(),
+                ..Default::default()
             }
         })
         .collect()
@@ -477,6 +476,7 @@ fn logprobs_at_chosen_positions_equal_the_full_pass() {
         &picks,
         &targets,
         true,
+        1.0,
     );
     let (lp, entropy) = (values(at.logprobs), values(at.entropy.unwrap()));
     for (k, &(r, t)) in picks.iter().enumerate() {
@@ -536,4 +536,80 @@ fn the_critic_fits_its_returns_without_touching_the_policy() {
     let a = values(model.decoder.norm.weight.val());
     let b = values(actor.decoder().norm.weight.val());
     assert!(max_diff(&a, &b) < 1e-6, "the policy did not move");
+}
+
+#[test]
+fn the_kl_estimators_have_the_gradients_their_docs_say() {
+    let device = autodiff();
+    let policy = [-1.0f32, -2.0, -0.5, -3.0];
+    let reference = [-1.5f32, -1.0, -0.5, -2.0];
+    let w = 0.25;
+    let gradient = |estimator: KlEstimator| {
+        let logprobs = t2(policy.to_vec(), [1, 4], &device).require_grad();
+        let loss = policy_loss(
+            PolicyLossInput {
+                logprobs: logprobs.clone(),
+                old_logprobs: logprobs.clone().detach(),
+                ref_logprobs: Some(t2(reference.to_vec(), [1, 4], &device)),
+                advantages: t2(vec![0.0; 4], [1, 4], &device),
+                weights: t2(vec![w; 4], [1, 4], &device),
+                entropy: None,
+            },
+            &PolicyLossConfig {
+                kl_coef: 1.0,
+                kl_estimator: estimator,
+                ..PolicyLossConfig::default()
+            },
+        );
+        values(logprobs.grad(&loss.loss.backward()).unwrap())
+    };
+    // k2 = (log π − log π_ref)² / 2: its gradient is w · (log π − log π_ref), the reverse
+    // KL's score-function weight.
+    let k2 = gradient(KlEstimator::K2);
+    for (i, g) in k2.iter().enumerate() {
+        let want = w * (policy[i] - reference[i]);
+        assert!((g - want).abs() < 1e-6, "k2 token {i}: {g} vs {want}");
+    }
+    // k1's gradient is the constant w whatever the two policies: its expectation under π
+    // is zero, so as a penalty it does nothing.
+    assert!(
+        gradient(KlEstimator::K1)
+            .iter()
+            .all(|g| (g - w).abs() < 1e-6),
+        "k1"
+    );
+    // k3's is w · (1 − π_ref/π): zero where they agree (token 2).
+    let k3 = gradient(KlEstimator::K3);
+    assert!(k3[2].abs() < 1e-6, "{k3:?}");
+}
+
+#[test]
+fn several_steps_per_batch_move_the_ratio_and_the_clip_acts() {
+    use agentfly_trainer::train::{Actor, TrainSection, policy_update};
+    let device = autodiff();
+    let model = load(&device);
+    let optim = OptimConfig {
+        lr: 3e-3,
+        weight_decay: 0.0,
+        ..OptimConfig::default()
+    };
+    let run = |ppo_epochs: usize, mini_batches: usize| {
+        let mut actor = Actor::new(model.decoder.clone(), model.rope.clone(), optim.clone(), 10);
+        let config = TrainSection {
+            ppo_epochs,
+            mini_batches,
+            ..TrainSection::default()
+        };
+        policy_update(&mut actor, &mut None, None, &rows(1.0), &config)
+    };
+    // One step per batch: the ratio is 1 throughout, nothing is clipped (plain policy
+    // gradient).
+    let one = run(1, 1);
+    assert_eq!(one.updates, 1);
+    assert_eq!(one.clip_fraction, 0.0, "{one:?}");
+    // Two epochs of two mini-batches: four steps, the later ones off-policy and clipped.
+    let four = run(2, 2);
+    assert_eq!(four.updates, 4, "{four:?}");
+    assert!(four.clip_fraction > 0.0, "{four:?}");
+    assert!(four.ratio_deviation.abs() > 0.0, "{four:?}");
 }

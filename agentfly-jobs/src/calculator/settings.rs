@@ -212,6 +212,18 @@ impl Settings {
                 seed: self.seed,
                 micro_batch_tokens: 4096,
                 track_kl: true,
+                // PPO as its users run it: several optimizer steps per batch, so the ratio
+                // leaves 1 and the clip acts. The group estimators take one step.
+                ppo_epochs: if self.algorithm == Algorithm::Ppo {
+                    2
+                } else {
+                    1
+                },
+                mini_batches: if self.algorithm == Algorithm::Ppo {
+                    2
+                } else {
+                    1
+                },
                 ..TrainSection::default()
             },
             optim: OptimConfig {
@@ -291,6 +303,8 @@ mod tests {
                     loaded.algorithm.estimator.needs_values() == (algorithm == "ppo"),
                     "{algorithm}"
                 );
+                let steps_per_batch = loaded.train.ppo_epochs * loaded.train.mini_batches;
+                assert_eq!(steps_per_batch > 1, algorithm == "ppo", "{algorithm}");
             }
         }
         // An ablation's configuration, two directories below the run: no [sft], the

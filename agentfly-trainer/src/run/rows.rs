@@ -70,6 +70,12 @@ pub fn training_rows(
         .map(|(t, m)| PolicyRow {
             tokens: t.tokens.clone(),
             mask: m.iter().map(|&x| f32::from(x)).collect(),
+            rollout_logprobs: t
+                .loss_mask
+                .iter()
+                .zip(&t.logprobs)
+                .map(|(&sampled, &lp)| (sampled == 1).then_some(lp))
+                .collect(),
             ..PolicyRow::default()
         })
         .collect();

@@ -19,6 +19,9 @@ pub struct Actor {
     pub step: usize,
     /// The schedule's length.
     pub total_steps: usize,
+    /// The temperature the rollouts sample at: the policy's log-probs are taken from
+    /// `softmax(logits / temperature)`, the distribution the tokens were drawn from.
+    pub temperature: f32,
 }
 
 impl std::fmt::Debug for Actor {
@@ -46,6 +49,7 @@ impl Actor {
             optim_config,
             step: 0,
             total_steps,
+            temperature: 1.0,
         }
     }
 
@@ -81,10 +85,19 @@ impl Actor {
         self.optim_config.lr_at(self.step, self.total_steps)
     }
 
-    /// The policy's log-probs of every row's learned tokens, without gradient (0 elsewhere).
+    /// The policy's log-probs of every row's learned tokens at its temperature, without
+    /// gradient (0 elsewhere).
     pub fn logprobs(&self, rows: &[PolicyRow], budget: usize) -> Vec<Vec<f32>> {
         let groups = micro_batches_of(rows, budget);
-        score(&self.snapshot(), &self.rope, rows, &groups, None).0
+        score(
+            &self.snapshot(),
+            &self.rope,
+            rows,
+            &groups,
+            None,
+            self.temperature,
+        )
+        .0
     }
 
     /// Takes the decoder out for an update; [`Actor::put`] or [`Actor::apply`] returns it.

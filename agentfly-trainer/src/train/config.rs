@@ -12,9 +12,13 @@ pub struct TrainSection {
     pub steps: usize,
     /// The run's seed (data order, sampling).
     pub seed: u64,
-    /// Optimizer updates per batch (PPO epochs); the old log-probs stay those from before
-    /// the first.
+    /// Passes over each batch (PPO epochs); the old log-probs stay those from before the
+    /// first.
     pub ppo_epochs: usize,
+    /// Optimizer steps per pass: the batch's rows split into this many mini-batches, each
+    /// its own step. More than one step per batch (epochs × mini-batches) is what makes
+    /// PPO's ratio move away from 1 and its clip act.
+    pub mini_batches: usize,
     /// A micro-batch holds at most this many padded positions (at least one sequence).
     pub micro_batch_tokens: usize,
     /// Weight of the critic's value loss (estimator `gae`).
@@ -24,6 +28,10 @@ pub struct TrainSection {
     /// Report the KL to the reference policy (the starting model, or the model after
     /// `[sft]`) every step, even when `loss.kl_coef` is 0; costs a reference forward pass.
     pub track_kl: bool,
+    /// A step stops the run with an error when more than this share of its trajectories
+    /// got no reward (the reward function failed, or the chain did); below it, those
+    /// trajectories are left out of the update and counted in the step's metrics.
+    pub max_reward_failures: f64,
     /// The loss.
     pub loss: PolicyLossConfig,
 }
@@ -34,10 +42,12 @@ impl Default for TrainSection {
             steps: 10,
             seed: 0,
             ppo_epochs: 1,
+            mini_batches: 1,
             micro_batch_tokens: 4096,
             value_coef: 0.5,
             value_clip: 0.2,
             track_kl: false,
+            max_reward_failures: 0.1,
             loss: PolicyLossConfig::default(),
         }
     }

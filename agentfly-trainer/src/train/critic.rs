@@ -44,6 +44,7 @@ impl Critic {
             rows,
             &groups,
             Some(&self.head),
+            1.0,
         )
         .1
     }

@@ -83,6 +83,8 @@ pub fn logprobs_from_logits(
 /// are `(row, position)` pairs of the packed `ids` and `targets` the ids they predict. The
 /// vocabulary projection — the largest matrix product of a small model — runs on those
 /// positions alone, so prompts and tool observations cost only the trunk.
+/// `temperature` divides the logits first: the distribution a rollout sampled from at that
+/// temperature (1: the model's own).
 pub fn logprobs_at(
     decoder: &Decoder,
     rope: &Rope,
@@ -90,6 +92,7 @@ pub fn logprobs_at(
     picks: &[(usize, usize)],
     targets: &[u32],
     with_entropy: bool,
+    temperature: f32,
 ) -> AtPositions {
     let [batch, len] = ids.dims();
     let device = ids.device();
@@ -111,7 +114,10 @@ pub fn logprobs_at(
     let chosen = hidden
         .reshape([batch * len, width])
         .select(0, Tensor::from_data(TensorData::new(index, [n]), &device));
-    let logits = decoder.logits(chosen.clone().unsqueeze_dim::<3>(0));
+    let mut logits = decoder.logits(chosen.clone().unsqueeze_dim::<3>(0));
+    if temperature != 1.0 {
+        logits = logits / temperature;
+    }
     let targets = Tensor::from_data(
         TensorData::new(targets.iter().map(|&t| i64::from(t)).collect(), [1, n]),
         &device,

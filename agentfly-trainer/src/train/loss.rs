@@ -23,13 +23,22 @@ pub enum LossAggregation {
 }
 
 /// How the KL divergence to the reference policy is estimated per token, from
-/// `d = log π_ref − log π`.
+/// `d = log π_ref − log π` on tokens sampled from π (Schulman's k1, k2, k3).
+///
+/// As a *measurement* of KL(π ‖ π_ref) (what `train.track_kl` reports), k1 and k3 are
+/// unbiased and k3 has the lower variance. As a *penalty* in the loss, what matters is the
+/// gradient: k1's expected gradient is zero (`E_π[∇ log π] = 0`), so `kl_coef` with k1
+/// penalises nothing; k2's gradient is exactly the reverse KL's (`E_π[d · ∇ log π]` up to
+/// sign), so k2 is the penalty to use; k3 as a loss (verl's `low_var_kl`) has a biased
+/// gradient that behaves like a forward-KL penalty.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum KlEstimator {
-    /// `−d`: unbiased, high variance, can be negative.
+    /// `−d`: unbiased, high variance, can be negative. A measurement, not a penalty.
     K1,
-    /// `exp(d) − d − 1`: unbiased, low variance, never negative (Schulman).
+    /// `d² / 2`: biased as a value, but its gradient is the reverse KL's. The penalty.
+    K2,
+    /// `exp(d) − d − 1`: unbiased, low variance, never negative. The measurement.
     #[default]
     K3,
 }
@@ -138,6 +147,7 @@ pub fn policy_loss(input: PolicyLossInput, config: &PolicyLossConfig) -> PolicyL
             let d = (reference.clone() - logprobs.clone()).clamp(-20.0, 20.0);
             match config.kl_estimator {
                 KlEstimator::K1 => -d,
+                KlEstimator::K2 => d.clone() * d * 0.5,
                 KlEstimator::K3 => d.clone().exp() - d - 1.0,
             }
         }

@@ -1,7 +1,9 @@
 //! One policy update of the PPO family: old (and reference) log-probs in one no-grad pass
-//! per micro-batch, then `ppo_epochs` passes of the masked clipped loss (with the critic's
-//! clipped value loss under GAE) with exact gradient accumulation, global-norm clipping and
-//! AdamW — an epoch is skipped, with the reason, when anything is not finite.
+//! at the rollout's temperature, the gap between them and the rollout's own log-probs, then
+//! `ppo_epochs` passes over the batch in `mini_batches` optimizer steps each — the masked
+//! clipped loss (with the critic's clipped value loss under GAE), exact gradient
+//! accumulation over micro-batches, global-norm clipping and AdamW. A step whose loss or
+//! gradient is not finite is skipped, with the reason.
 
 use super::actor::Actor;
 use super::config::TrainSection;
@@ -10,15 +12,16 @@ use super::loss::{PolicyLossInput, aggregation_weights, policy_loss};
 use super::optim::clip_grad_norm;
 use super::reference::Reference;
 use super::report::StepReport;
-use super::rows::{Picks, PolicyRow, learned_masks, micro_batches_of};
+use super::rows::{Picks, PolicyRow, learned_masks, micro_batches_among, micro_batches_of, split};
 use super::score::{host, pass, row_tensor, score};
 use super::value::value_loss;
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::{Tensor, TensorData};
 
-/// One batch: `config.ppo_epochs` updates of `actor` (and of `critic`, when there is one and
-/// the rows carry returns) on `rows`, each at least 2 tokens long. `reference` is needed
-/// for a KL term in the loss (`loss.kl_coef`) or to report the KL (`track_kl`).
+/// One batch: `config.ppo_epochs` passes of `config.mini_batches` updates of `actor` (and
+/// of `critic`, when there is one and the rows carry returns) on `rows`, each at least 2
+/// tokens long. `reference` is needed for a KL term in the loss (`loss.kl_coef`) or to
+/// report the KL (`track_kl`).
 pub fn policy_update(
     actor: &mut Actor,
     critic: &mut Option<Critic>,
@@ -26,20 +29,31 @@ pub fn policy_update(
     rows: &[PolicyRow],
     config: &TrainSection,
 ) -> StepReport {
+    let temperature = actor.temperature;
     let groups = micro_batches_of(rows, config.micro_batch_tokens);
-    let old = score(&actor.snapshot(), actor.rope(), rows, &groups, None).0;
+    let old = score(
+        &actor.snapshot(),
+        actor.rope(),
+        rows,
+        &groups,
+        None,
+        temperature,
+    )
+    .0;
     let ref_logprobs = if config.loss.kl_coef != 0.0 || config.track_kl {
-        reference.map(|r| r.logprobs(actor.rope(), rows, &groups))
+        reference.map(|r| r.logprobs(actor.rope(), rows, &groups, temperature))
     } else {
         None
     };
     let masks = learned_masks(rows);
-    let weights = aggregation_weights(&masks, config.loss.aggregation);
     let lr = actor.lr();
+    let (logprob_gap_mean, logprob_gap_max) = logprob_gap(rows, &old);
     let mut report = StepReport {
         lr,
         tokens: masks.iter().flatten().filter(|&&m| m > 0.0).count(),
         micro_batches: groups.len(),
+        logprob_gap_mean,
+        logprob_gap_max,
         ..StepReport::default()
     };
     if config.loss.kl_coef != 0.0 && ref_logprobs.is_none() {
@@ -50,100 +64,155 @@ pub fn policy_update(
         .iter()
         .all(|r| r.returns.len() == r.tokens.len() && r.old_values.len() == r.tokens.len());
     let max_norm = actor.optim_config.max_grad_norm;
+    let minis = split(rows.len(), config.mini_batches);
+    // Each mini-batch's loss is aggregated over its own tokens.
+    let weights: Vec<Vec<Vec<f32>>> = minis
+        .iter()
+        .map(|mini| {
+            let own: Vec<Vec<f32>> = masks
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    if mini.contains(&i) {
+                        m.clone()
+                    } else {
+                        vec![0.0; m.len()]
+                    }
+                })
+                .collect();
+            aggregation_weights(&own, config.loss.aggregation)
+        })
+        .collect();
+    let mut sums = [0.0f32; 8];
+    let mut attempted = 0;
     for _ in 0..config.ppo_epochs.max(1) {
-        let decoder = actor.take();
-        let device = decoder.embed.val().device();
-        let mut accumulator = GradientsAccumulator::new();
-        let mut critic_grads = GradientsAccumulator::new();
-        let mut parts = [0.0f32; 5];
-        let mut loss_total = 0.0f32;
-        let mut value_total = 0.0f32;
-        for group in &groups {
-            // The entropy is reported even when it is not in the loss.
-            let Some((Picks { at, .. }, got)) = pass(&decoder, actor.rope(), rows, group, true)
-            else {
+        for (mini, weights) in minis.iter().zip(&weights) {
+            let decoder = actor.take();
+            let device = decoder.embed.val().device();
+            let mut accumulator = GradientsAccumulator::new();
+            let mut critic_grads = GradientsAccumulator::new();
+            let mut parts = [0.0f32; 5];
+            let mut loss_total = 0.0f32;
+            let mut value_total = 0.0f32;
+            for group in micro_batches_among(rows, mini, config.micro_batch_tokens) {
+                // The entropy is reported even when it is not in the loss.
+                let Some((Picks { at, .. }, got)) =
+                    pass(&decoder, actor.rope(), rows, &group, true, temperature)
+                else {
+                    continue;
+                };
+                let gather = |f: &dyn Fn(usize, usize) -> f32| {
+                    row_tensor(at.iter().map(|&(i, t)| f(i, t)).collect(), &device)
+                };
+                let critic_loss = match (critic.as_ref(), has_returns) {
+                    (Some(c), true) => {
+                        let flat = |f: &dyn Fn(usize, usize) -> f32| {
+                            let values: Vec<f32> = at.iter().map(|&(i, t)| f(i, t)).collect();
+                            let n = values.len();
+                            Tensor::<1>::from_data(TensorData::new(values, [n]), &device)
+                        };
+                        Some(value_loss(
+                            c.head.forward(got.hidden),
+                            flat(&|i, t| rows[i].old_values[t + 1]),
+                            flat(&|i, t| rows[i].returns[t + 1]),
+                            flat(&|i, t| weights[i][t]),
+                            config.value_clip,
+                        ))
+                    }
+                    _ => None,
+                };
+                let out = policy_loss(
+                    PolicyLossInput {
+                        logprobs: got.logprobs.unsqueeze_dim::<2>(0),
+                        old_logprobs: gather(&|i, t| old[i][t]),
+                        ref_logprobs: ref_logprobs.as_ref().map(|r| gather(&|i, t| r[i][t])),
+                        advantages: gather(&|i, t| rows[i].advantages[t + 1]),
+                        weights: gather(&|i, t| weights[i][t]),
+                        entropy: got.entropy.map(|e| e.unsqueeze_dim::<2>(0)),
+                    },
+                    &config.loss,
+                );
+                for (total, x) in parts.iter_mut().zip(host(out.parts)) {
+                    *total += x;
+                }
+                loss_total += out.loss.clone().into_scalar::<f32>();
+                let total = match critic_loss {
+                    Some(v) => {
+                        value_total += v.clone().into_scalar::<f32>();
+                        out.loss + v * config.value_coef
+                    }
+                    None => out.loss,
+                };
+                let mut grads = total.backward();
+                if let Some(c) = critic.as_ref() {
+                    critic_grads
+                        .accumulate(&c.head, GradientsParams::from_module(&mut grads, &c.head));
+                }
+                accumulator.accumulate(&decoder, GradientsParams::from_grads(grads, &decoder));
+            }
+            let mut grads = accumulator.grads();
+            let norm = clip_grad_norm(&decoder, &mut grads, max_norm);
+            attempted += 1;
+            for (sum, x) in sums.iter_mut().zip([
+                loss_total,
+                parts[0],
+                parts[1],
+                parts[2],
+                parts[3],
+                parts[4],
+                norm,
+                value_total,
+            ]) {
+                *sum += x;
+            }
+            if !loss_total.is_finite() || !norm.is_finite() || !value_total.is_finite() {
+                report.skipped = Some(format!(
+                    "non-finite {} (loss {loss_total}, gradient norm {norm}): update skipped, weights unchanged",
+                    if loss_total.is_finite() {
+                        "gradient"
+                    } else {
+                        "loss"
+                    }
+                ));
+                actor.put(decoder);
                 continue;
-            };
-            let gather = |f: &dyn Fn(usize, usize) -> f32| {
-                row_tensor(at.iter().map(|&(i, t)| f(i, t)).collect(), &device)
-            };
-            let critic_loss = match (critic.as_ref(), has_returns) {
-                (Some(c), true) => {
-                    let flat = |f: &dyn Fn(usize, usize) -> f32| {
-                        let values: Vec<f32> = at.iter().map(|&(i, t)| f(i, t)).collect();
-                        let n = values.len();
-                        Tensor::<1>::from_data(TensorData::new(values, [n]), &device)
-                    };
-                    Some(value_loss(
-                        c.head.forward(got.hidden),
-                        flat(&|i, t| rows[i].old_values[t + 1]),
-                        flat(&|i, t| rows[i].returns[t + 1]),
-                        flat(&|i, t| weights[i][t]),
-                        config.value_clip,
-                    ))
-                }
-                _ => None,
-            };
-            let out = policy_loss(
-                PolicyLossInput {
-                    logprobs: got.logprobs.unsqueeze_dim::<2>(0),
-                    old_logprobs: gather(&|i, t| old[i][t]),
-                    ref_logprobs: ref_logprobs.as_ref().map(|r| gather(&|i, t| r[i][t])),
-                    advantages: gather(&|i, t| rows[i].advantages[t + 1]),
-                    weights: gather(&|i, t| weights[i][t]),
-                    entropy: got.entropy.map(|e| e.unsqueeze_dim::<2>(0)),
-                },
-                &config.loss,
-            );
-            for (total, x) in parts.iter_mut().zip(host(out.parts)) {
-                *total += x;
             }
-            loss_total += out.loss.clone().into_scalar::<f32>();
-            let total = match critic_loss {
-                Some(v) => {
-                    value_total += v.clone().into_scalar::<f32>();
-                    out.loss + v * config.value_coef
-                }
-                None => out.loss,
-            };
-            let mut grads = total.backward();
-            if let Some(c) = critic.as_ref() {
-                critic_grads.accumulate(&c.head, GradientsParams::from_module(&mut grads, &c.head));
+            actor.apply(decoder, grads, lr, None);
+            if let Some(c) = critic.take() {
+                *critic = Some(c.step(critic_grads.grads(), lr, max_norm));
             }
-            accumulator.accumulate(&decoder, GradientsParams::from_grads(grads, &decoder));
+            report.updates += 1;
         }
-        let mut grads = accumulator.grads();
-        let norm = clip_grad_norm(&decoder, &mut grads, max_norm);
-        report.loss = loss_total;
-        [
-            report.pg_loss,
-            report.kl,
-            report.entropy,
-            report.clip_fraction,
-            report.ratio_deviation,
-        ] = parts;
-        report.grad_norm = norm;
-        report.value_loss = value_total;
-        if !loss_total.is_finite() || !norm.is_finite() || !value_total.is_finite() {
-            report.skipped = Some(format!(
-                "non-finite {} (loss {loss_total}, gradient norm {norm}): update skipped, weights unchanged",
-                if loss_total.is_finite() {
-                    "gradient"
-                } else {
-                    "loss"
-                }
-            ));
-            actor.put(decoder);
-            continue;
-        }
-        actor.apply(decoder, grads, lr, None);
-        if let Some(c) = critic.take() {
-            *critic = Some(c.step(critic_grads.grads(), lr, max_norm));
-        }
-        report.updates += 1;
     }
+    let mean = |x: f32| x / attempted.max(1) as f32;
+    report.loss = mean(sums[0]);
+    report.pg_loss = mean(sums[1]);
+    report.kl = mean(sums[2]);
+    report.entropy = mean(sums[3]);
+    report.clip_fraction = mean(sums[4]);
+    report.ratio_deviation = mean(sums[5]);
+    report.grad_norm = mean(sums[6]);
+    report.value_loss = mean(sums[7]);
     if report.updates > 0 {
         actor.step += 1;
     }
     report
+}
+
+/// Mean and largest |`old` − the rollout's log-prob| over the sampled tokens the rows
+/// learn from (0, 0 when the rows carry no rollout log-probs).
+fn logprob_gap(rows: &[PolicyRow], old: &[Vec<f32>]) -> (f32, f32) {
+    let (mut sum, mut max, mut n) = (0.0f64, 0.0f32, 0usize);
+    for (row, old) in rows.iter().zip(old) {
+        for (t, lp) in old.iter().enumerate() {
+            let learned = row.mask.is_empty() || row.mask[t + 1] > 0.0;
+            if let (true, Some(Some(sampled))) = (learned, row.rollout_logprobs.get(t + 1)) {
+                let gap = (lp - sampled).abs();
+                sum += f64::from(gap);
+                max = max.max(gap);
+                n += 1;
+            }
+        }
+    }
+    ((sum / n.max(1) as f64) as f32, max)
 }

@@ -15,14 +15,16 @@ pub struct Reference {
 }
 
 impl Reference {
-    /// The reference's log-probs of every row's learned tokens over `groups` (0 elsewhere).
+    /// The reference's log-probs of every row's learned tokens over `groups` at
+    /// `temperature` (0 elsewhere).
     pub fn logprobs(
         &self,
         rope: &Rope,
         rows: &[PolicyRow],
         groups: &[Vec<usize>],
+        temperature: f32,
     ) -> Vec<Vec<f32>> {
-        score(&self.decoder, rope, rows, groups, None).0
+        score(&self.decoder, rope, rows, groups, None, temperature).0
     }
 
     /// Per token of each sequence, `log π(t) − log π_ref(t)` (k1) under the actor's current
@@ -30,8 +32,8 @@ impl Reference {
     pub fn kl(&self, actor: &Actor, tokens: &[&[u32]], budget: usize) -> Vec<Vec<f32>> {
         let rows: Vec<PolicyRow> = tokens.iter().map(|t| PolicyRow::scoring(t)).collect();
         let groups = micro_batches_of(&rows, budget);
-        let policy = score(&actor.snapshot(), actor.rope(), &rows, &groups, None).0;
-        let reference = self.logprobs(actor.rope(), &rows, &groups);
+        let policy = actor.logprobs(&rows, budget);
+        let reference = self.logprobs(actor.rope(), &rows, &groups, actor.temperature);
         tokens
             .iter()
             .zip(policy.iter().zip(&reference))

@@ -2,11 +2,12 @@
 
 use serde::{Deserialize, Serialize};
 
-/// What an update did.
+/// What an update did. Loss parts, clip fraction, ratio and gradient norm are means over
+/// the optimizer steps of the batch (epochs × mini-batches).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct StepReport {
-    /// The loss (last epoch).
+    /// The loss.
     pub loss: f32,
     /// The clipped surrogate part.
     pub pg_loss: f32,
@@ -18,7 +19,7 @@ pub struct StepReport {
     pub clip_fraction: f32,
     /// Mean `ratio − 1` (0 on the first epoch, up to numerics).
     pub ratio_deviation: f32,
-    /// Global gradient norm before clipping (last epoch).
+    /// Global gradient norm before clipping.
     pub grad_norm: f32,
     /// The critic's clipped value loss (0 without a critic).
     pub value_loss: f32,
@@ -28,8 +29,14 @@ pub struct StepReport {
     pub tokens: usize,
     /// Micro-batches per epoch.
     pub micro_batches: usize,
-    /// Updates applied (epochs not skipped).
+    /// Optimizer steps applied (not skipped).
     pub updates: usize,
+    /// Mean |trainer's log-prob − rollout's| over the sampled tokens of the batch, before
+    /// any update: the two must agree (0 up to numerics); a gap means the trainer scores
+    /// another distribution than the one sampled from.
+    pub logprob_gap_mean: f32,
+    /// The largest such gap.
+    pub logprob_gap_max: f32,
     /// Why an epoch's update was skipped, when one was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,

@@ -15,6 +15,9 @@ pub struct PolicyRow {
     pub returns: Vec<f32>,
     /// Per token: the critic's values when the batch was rolled out; empty without one.
     pub old_values: Vec<f32>,
+    /// Per token: the log-prob the rollout recorded when it sampled the token (`None`
+    /// where the environment wrote it); empty when unknown. Compared with the trainer's.
+    pub rollout_logprobs: Vec<Option<f32>>,
 }
 
 impl PolicyRow {
@@ -51,8 +54,31 @@ pub fn micro_batches(lens: &[usize], budget: usize) -> Vec<Vec<usize>> {
 
 /// The micro-batches of `rows` within `budget` padded tokens.
 pub(crate) fn micro_batches_of(rows: &[PolicyRow], budget: usize) -> Vec<Vec<usize>> {
-    let lens: Vec<usize> = rows.iter().map(|r| r.tokens.len()).collect();
+    let all: Vec<usize> = (0..rows.len()).collect();
+    micro_batches_among(rows, &all, budget)
+}
+
+/// The micro-batches of the rows `among` (indices into `rows`).
+pub(crate) fn micro_batches_among(
+    rows: &[PolicyRow],
+    among: &[usize],
+    budget: usize,
+) -> Vec<Vec<usize>> {
+    let lens: Vec<usize> = among.iter().map(|&i| rows[i].tokens.len()).collect();
     micro_batches(&lens, budget.max(1))
+        .into_iter()
+        .map(|group| group.into_iter().map(|k| among[k]).collect())
+        .collect()
+}
+
+/// `0..n` in `parts` contiguous chunks of (nearly) equal size; fewer when `n < parts`.
+pub(crate) fn split(n: usize, parts: usize) -> Vec<Vec<usize>> {
+    let size = n.div_ceil(parts.max(1)).max(1);
+    (0..n)
+        .collect::<Vec<_>>()
+        .chunks(size)
+        .map(<[usize]>::to_vec)
+        .collect()
 }
 
 /// The positions a micro-batch learns from.

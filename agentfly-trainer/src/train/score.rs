@@ -8,14 +8,15 @@ use crate::model::{Decoder, Rope};
 use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
 
-/// The learned positions of one micro-batch and what `decoder` computes there, or `None`
-/// when the group has nothing to learn.
+/// The learned positions of one micro-batch and what `decoder` computes there at
+/// `temperature`, or `None` when the group has nothing to learn.
 pub(crate) fn pass(
     decoder: &Decoder,
     rope: &Rope,
     rows: &[PolicyRow],
     group: &[usize],
     with_entropy: bool,
+    temperature: f32,
 ) -> Option<(Picks, AtPositions)> {
     let found = picks(rows, group);
     if found.picks.is_empty() {
@@ -31,25 +32,28 @@ pub(crate) fn pass(
         &found.picks,
         &found.targets,
         with_entropy,
+        temperature,
     );
     Some((found, got))
 }
 
-/// Log-probs of every row's tokens `1..` under `decoder`, at the learned positions (0
-/// elsewhere); with `head`, also its values there, aligned to the predicted token
-/// (`values[i][t + 1]`). Call it with a decoder without autodiff.
+/// Log-probs of every row's tokens `1..` under `decoder` at `temperature`, at the learned
+/// positions (0 elsewhere); with `head`, also its values there, aligned to the predicted
+/// token (`values[i][t + 1]`). Call it with a decoder without autodiff.
 pub(crate) fn score(
     decoder: &Decoder,
     rope: &Rope,
     rows: &[PolicyRow],
     groups: &[Vec<usize>],
     head: Option<&ValueHead>,
+    temperature: f32,
 ) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
     let mut out: Vec<Vec<f32>> = rows.iter().map(|r| vec![0.0; r.tokens.len() - 1]).collect();
     let mut values: Vec<Vec<f32>> = rows.iter().map(|r| vec![0.0; r.tokens.len()]).collect();
     let head = head.map(|h| h.valid());
     for group in groups {
-        let Some((Picks { at, .. }, got)) = pass(decoder, rope, rows, group, false) else {
+        let Some((Picks { at, .. }, got)) = pass(decoder, rope, rows, group, false, temperature)
+        else {
             continue;
         };
         for (&(i, t), v) in at.iter().zip(host(got.logprobs)) {

@@ -32,7 +32,9 @@ pub fn sft_update(
         ..StepReport::default()
     };
     for group in &groups {
-        let Some((Picks { at, .. }, got)) = pass(&decoder, actor.rope(), rows, group, false) else {
+        // Supervised: the model's own distribution (temperature 1).
+        let Some((Picks { at, .. }, got)) = pass(&decoder, actor.rope(), rows, group, false, 1.0)
+        else {
             continue;
         };
         let w: Vec<f32> = at.iter().map(|&(i, t)| weights[i][t]).collect();
