@@ -59,7 +59,7 @@ fn tools_json_prints_the_schemas() {
                     "required": ["expression"]}}},
             {"type": "function", "function": {
                 "name": "code_interpreter",
-                "description": "Runs Python code in a persistent sandboxed interpreter, like a notebook cell: variables, imports and files persist between calls. Shows what the code prints, the value of its last expression, and any exception with its traceback. No network access. A `notepad` object (todo list, facts, draft) is predefined.",
+                "description": "Runs Python code in a persistent sandboxed interpreter, like a notebook cell: variables, imports and files persist between calls. Shows what the code prints, the value of its last expression, and any exception with its traceback. A `notepad` object (todo list, facts, draft) is predefined.",
                 "parameters": {"type": "object", "additionalProperties": false,
                     "properties": {"code": {"type": "string", "description": "The Python code to run."}},
                     "required": ["code"]}}},

@@ -3,7 +3,7 @@
 //!
 //! Isolation that needs root (a uid per instance) or network namespaces is asserted when
 //! the system provides it; otherwise the test says what it skipped — and fails where
-//! `AGENTFLY_NO_SKIP=1`, as CI (which runs as root) sets it.
+//! `AGENTFLY_REQUIRE_ISOLATION=1` or `AGENTFLY_NO_SKIP=1`, as CI (which runs as root) sets.
 
 use agentfly_envs::{PythonSandbox, SandboxConfig};
 use std::time::Duration;
@@ -43,12 +43,15 @@ fn is_root() -> bool {
         .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
 }
 
-/// Says that a check cannot be made on this system; fails where `AGENTFLY_NO_SKIP=1`.
+/// Says that an isolation check cannot be made on this system; fails where
+/// `AGENTFLY_REQUIRE_ISOLATION=1` (or `AGENTFLY_NO_SKIP=1`, which forbids every skip).
 fn skip(reason: &str) {
-    assert!(
-        std::env::var_os("AGENTFLY_NO_SKIP").is_none_or(|v| v != "1"),
-        "{reason} (AGENTFLY_NO_SKIP=1: a skipped check fails)"
-    );
+    for switch in ["AGENTFLY_REQUIRE_ISOLATION", "AGENTFLY_NO_SKIP"] {
+        assert!(
+            std::env::var_os(switch).is_none_or(|v| v != "1"),
+            "{reason} ({switch}=1: a skipped isolation check fails)"
+        );
+    }
     eprintln!("SKIPPED: {reason}");
 }
 
@@ -388,4 +391,31 @@ async fn a_dropped_sandbox_leaves_nothing_behind() {
     assert!(dir.exists());
     drop(sb);
     assert!(!dir.exists());
+}
+
+#[test]
+fn a_skipped_isolation_check_fails_under_the_switch() {
+    // In a child run of this very test, `skip` is called: it must pass without the switch
+    // and fail with it (CI sets it, and runs as root where nothing is skipped).
+    if std::env::var_os("AGENTFLY_SKIP_PROBE").is_some() {
+        skip("probe");
+        return;
+    }
+    let child = |switch: Option<&str>| {
+        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            "a_skipped_isolation_check_fails_under_the_switch",
+            "--exact",
+        ])
+        .env("AGENTFLY_SKIP_PROBE", "1")
+        .env_remove("AGENTFLY_REQUIRE_ISOLATION")
+        .env_remove("AGENTFLY_NO_SKIP");
+        if let Some(switch) = switch {
+            cmd.env(switch, "1");
+        }
+        cmd.output().unwrap().status.success()
+    };
+    assert!(child(None), "without the switch a skip passes, saying so");
+    assert!(!child(Some("AGENTFLY_REQUIRE_ISOLATION")));
+    assert!(!child(Some("AGENTFLY_NO_SKIP")));
 }

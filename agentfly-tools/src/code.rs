@@ -5,8 +5,8 @@ use agentfly_envs::PythonSandbox;
 
 /// Runs Python code in a persistent sandboxed interpreter, like a notebook cell: variables,
 /// imports and files persist between calls. Shows what the code prints, the value of its
-/// last expression, and any exception with its traceback. No network access. A `notepad`
-/// object (todo list, facts, draft) is predefined.
+/// last expression, and any exception with its traceback. A `notepad` object (todo list,
+/// facts, draft) is predefined.
 #[tool(env = PythonSandbox, timeout_ms = 120000)]
 pub async fn code_interpreter(
     sandbox: &mut PythonSandbox,

@@ -270,3 +270,20 @@ fn a_model_without_a_tokenizer_is_not_a_chat_model() {
         "{err}"
     );
 }
+
+#[test]
+fn logits_that_are_not_finite_are_an_error_not_a_token() {
+    use burn::module::Param;
+    let mut model = load();
+    // Broken weights: the final norm's scale is NaN, so every logit is.
+    let nan = model.decoder.norm.weight.val() * f32::NAN;
+    model.decoder.norm.weight = Param::from_tensor(nan);
+    for temperature in [0.0, 0.7] {
+        let params = SamplingParams {
+            temperature,
+            ..SamplingParams::greedy(4)
+        };
+        let err = generate(&model, &[vec![5, 6, 7]], &params, None).unwrap_err();
+        assert!(err.to_string().contains("not finite"), "{err}");
+    }
+}

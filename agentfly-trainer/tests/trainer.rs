@@ -21,6 +21,12 @@ fn odd_length(response: &str) -> f32 {
     (response.chars().count() % 2) as f32
 }
 
+/// A broken reward: finite, but so large that a critic's squared error overflows.
+#[reward]
+fn enormous() -> f32 {
+    3.0e38
+}
+
 /// GPT-2's byte-to-character table of byte-level BPE.
 fn byte_chars() -> Vec<char> {
     let mut printable: Vec<u32> = (b'!'..=b'~')
@@ -46,24 +52,52 @@ fn byte_chars() -> Vec<char> {
 
 /// A tiny chat model in a fresh directory: the fixture's weights, one token per byte.
 fn tiny_chat_model(dir: &Path) -> PathBuf {
-    let model = dir.join("tiny-chat");
-    std::fs::create_dir_all(&model).unwrap();
+    let template = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    chat_model(
+        &dir.join("tiny-chat"),
+        &["<|im_start|>", "<|im_end|>"],
+        json!({"chat_template": template, "eos_token": "<|im_end|>"}),
+        None,
+    )
+}
+
+/// The fixture's weights with a byte-level tokenizer whose special tokens are `specials`
+/// (ids 256, 257, ...), `tokenizer_config`, and `eos_token_id` when given.
+fn chat_model(
+    model: &Path,
+    specials: &[&str],
+    tokenizer_config: Value,
+    eos_token_id: Option<Value>,
+) -> PathBuf {
+    std::fs::create_dir_all(model).unwrap();
     let src = common::fixtures().join("tiny-qwen2");
-    for f in ["config.json", "model.safetensors"] {
-        std::fs::copy(src.join(f), model.join(f)).unwrap();
+    std::fs::copy(
+        src.join("model.safetensors"),
+        model.join("model.safetensors"),
+    )
+    .unwrap();
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(src.join("config.json")).unwrap()).unwrap();
+    if let Some(eos) = eos_token_id {
+        config["eos_token_id"] = eos;
     }
+    std::fs::write(model.join("config.json"), config.to_string()).unwrap();
     let vocab: serde_json::Map<String, Value> = byte_chars()
         .into_iter()
         .enumerate()
         .map(|(i, c)| (c.to_string(), json!(i)))
         .collect();
-    let special = |id: u32, content: &str| {
-        json!({"id": id, "content": content, "single_word": false, "lstrip": false,
-               "rstrip": false, "normalized": false, "special": true})
-    };
+    let added: Vec<Value> = specials
+        .iter()
+        .enumerate()
+        .map(|(i, content)| {
+            json!({"id": 256 + i, "content": content, "single_word": false, "lstrip": false,
+                   "rstrip": false, "normalized": false, "special": true})
+        })
+        .collect();
     let tokenizer = json!({
         "version": "1.0", "truncation": null, "padding": null,
-        "added_tokens": [special(256, "<|im_start|>"), special(257, "<|im_end|>")],
+        "added_tokens": added,
         "normalizer": null,
         "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
         "post_processor": null,
@@ -73,13 +107,70 @@ fn tiny_chat_model(dir: &Path) -> PathBuf {
                   "vocab": vocab, "merges": []}
     });
     std::fs::write(model.join("tokenizer.json"), tokenizer.to_string()).unwrap();
-    let template = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
     std::fs::write(
         model.join("tokenizer_config.json"),
-        json!({"chat_template": template, "eos_token": "<|im_end|>"}).to_string(),
+        tokenizer_config.to_string(),
     )
     .unwrap();
-    model
+    model.to_path_buf()
+}
+
+#[test]
+fn the_end_of_turn_token_is_the_one_the_chat_template_closes_turns_with() {
+    // Llama 3's layout: eos_token_id lists <|end_of_text|> before <|eot_id|>, and the
+    // template closes every turn with <|eot_id|>.
+    let dir = tempfile::tempdir().unwrap();
+    let template = "{% for m in messages %}{% if loop.index0 == 0 %}{{ bos_token }}{% endif %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n{{ m['content'] | trim }}<|eot_id|>{% endfor %}{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}";
+    let specials = [
+        "<|begin_of_text|>",
+        "<|end_of_text|>",
+        "<|start_header_id|>",
+        "<|end_header_id|>",
+        "<|eot_id|>",
+    ];
+    let path = chat_model(
+        &dir.path().join("llama3-style"),
+        &specials,
+        json!({"chat_template": template, "bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>"}),
+        Some(json!([257, 260])),
+    );
+    let model = Pretrained::load(&path, &common::device()).unwrap();
+    assert_eq!(
+        model.eos_ids()[0],
+        257,
+        "config order: <|end_of_text|> first"
+    );
+    let (tokenizer, template, ends) = model.chat_parts().unwrap();
+    assert_eq!(ends, [260, 257], "<|eot_id|> ends a turn");
+    // A demonstration learns to close its turn with <|eot_id|>.
+    let messages = [
+        json!({"role": "user", "content": "Hi"}),
+        json!({"role": "assistant", "content": "Hello"}),
+    ];
+    let (tokens, mask) =
+        agentfly_core::rollout::demonstration(&template, &tokenizer, &messages, None, ends[0])
+            .unwrap();
+    let learned: Vec<u32> = tokens
+        .iter()
+        .zip(&mask)
+        .filter(|(_, m)| **m == 1)
+        .map(|(t, _)| *t)
+        .collect();
+    assert_eq!(learned.last(), Some(&260), "{learned:?}");
+    // A model whose template closes turns with nothing special and that names no end of
+    // sequence cannot chat: an error that says so, not a panic.
+    let bare = chat_model(
+        &dir.path().join("no-eos"),
+        &[],
+        json!({"chat_template": "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"}),
+        Some(Value::Null),
+    );
+    let err = Pretrained::load(&bare, &common::device())
+        .unwrap()
+        .chat_parts()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no end-of-turn token"), "{err}");
 }
 
 fn write_config(dir: &Path, model: &Path, steps: usize, out: &str) -> PathBuf {
@@ -303,6 +394,109 @@ fn config_mistakes_name_the_file_and_the_key() {
     std::fs::write(&path, text.replace("\"calculator\", ", "\"calculatr\", ")).unwrap();
     let err = Trainer::from_config_file(&path).unwrap_err().to_string();
     assert!(err.contains("calculatr"), "{err}");
+
+    // Training rollouts from a truncated distribution, or greedy ones, are refused.
+    for (from, to) in [
+        ("temperature = 1.0", "temperature = 1.0\ntop_p = 0.9"),
+        ("temperature = 1.0", "temperature = 1.0\ntop_k = 20"),
+        ("temperature = 1.0", "temperature = 0.0"),
+    ] {
+        std::fs::write(&path, text.replace(from, to)).unwrap();
+        let err = TrainerConfig::load(&path).unwrap_err().to_string();
+        assert!(err.contains("chain.t"), "{to}: {err}");
+    }
+
+    // An empty training set is an error naming the file, not a division by zero.
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    std::fs::write(
+        &path,
+        text.replace("train = \"train.jsonl\"", "train = \"empty.jsonl\""),
+    )
+    .unwrap();
+    let err = Trainer::from_config_file(&path).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&empty.display().to_string()) && err.contains("no samples"),
+        "{err}"
+    );
+}
+
+#[test]
+fn failing_rewards_and_updates_that_never_apply_stop_the_run_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_chat_model(dir.path());
+    // `exact_numeric` reads each sample's `answer`, which these samples lack: every reward
+    // fails, which must stop the step rather than train on zeros.
+    let config = write_config(dir.path(), &model, 2, "failing");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("odd_length", "exact_numeric")).unwrap();
+    let err = Trainer::from_config_file(&config)
+        .unwrap()
+        .train()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("step 1: ")
+            && err.contains("trajectories got no reward")
+            && err.contains("answer"),
+        "{err}"
+    );
+    // Below the allowed share they are left out and counted.
+    std::fs::write(
+        &config,
+        text.replace("odd_length", "exact_numeric")
+            .replace("seed = 7", "seed = 7\nmax_reward_failures = 1.0"),
+    )
+    .unwrap();
+    let mut trainer = Trainer::from_config_file(&config).unwrap();
+    let m = trainer.train_step().unwrap();
+    assert_eq!(m.reward_failures, m.trajectories, "{m:?}");
+    assert_eq!(m.trained_trajectories, 0, "{m:?}");
+    // A reward so large that PPO's value loss overflows makes every update non-finite:
+    // the run fails rather than exit 0 with the weights untouched.
+    let config = with_estimator(
+        write_config(dir.path(), &model, 2, "overflow"),
+        "{ name = \"gae\", gamma = 1.0, lambda = 0.95 }",
+    );
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("odd_length", "enormous")
+            .replace("max_rounds = 2", "max_rounds = 2\ndynamic_sampling = false"),
+    )
+    .unwrap();
+    let err = Trainer::from_config_file(&config)
+        .unwrap()
+        .train()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("no update was applied in 2 step(s)") && err.contains("non-finite"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_trainer_scores_what_the_rollouts_sampled_at_their_temperature() {
+    // Rollouts at temperature 0.7: the trainer's log-probs of the sampled tokens, taken
+    // before the update, equal the engine's (up to float arithmetic), as every step reports.
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_chat_model(dir.path());
+    let config = write_config(dir.path(), &model, 2, "temperature");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("temperature = 1.0", "temperature = 0.7")
+        .replace("max_rounds = 2", "max_rounds = 2\ndynamic_sampling = false");
+    std::fs::write(&config, text).unwrap();
+    let mut trainer = Trainer::from_config_file(&config).unwrap();
+    let m = trainer.train_step().unwrap();
+    assert!(m.update.tokens > 0, "{m:?}");
+    assert!(
+        m.update.logprob_gap_max < 1e-3 && m.update.logprob_gap_mean < 1e-4,
+        "trainer vs rollout log-probs: mean {} max {}",
+        m.update.logprob_gap_mean,
+        m.update.logprob_gap_max
+    );
 }
 
 #[test]

@@ -35,7 +35,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         test: args.test,
         demos: args.demos,
     };
-    for (count, path) in splits(args.seed, sizes).write(&args.out)? {
+    let splits = splits(args.seed, sizes).map_err(|e| {
+        let option = if e.split == "demo" {
+            "demos"
+        } else {
+            e.split.as_str()
+        };
+        anyhow::anyhow!("--{option}: {e}")
+    })?;
+    for (count, path) in splits.write(&args.out)? {
         println!("{count} {}", path.display());
     }
     Ok(ExitCode::SUCCESS)

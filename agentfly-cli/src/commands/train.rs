@@ -32,9 +32,13 @@ pub fn train(args: TrainArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string(&summary)?);
     } else {
         println!(
-            "trained {} steps (resumed from {}); last mean reward {}; model in {}",
+            "trained {} steps (resumed from {}; {} updated, {} skipped as non-finite, {} \
+             trajectories without a reward); last mean reward {}; model in {}",
             summary.steps,
             summary.resumed_from,
+            summary.updated_steps,
+            summary.nonfinite_skips,
+            summary.reward_failures,
             summary
                 .last_reward
                 .map_or("-".into(), |r| format!("{r:.4}")),

@@ -156,6 +156,31 @@ impl ChatTemplate {
             .render(Value::from(Serde(&vars)))
             .map_err(ChatError::TemplateRender)
     }
+
+    /// The token that closes an assistant turn as this template renders one: the first
+    /// token after an assistant message's text, when it is one of `tokenizer`'s special
+    /// tokens (`<|im_end|>`, `<|eot_id|>`, `<end_of_turn>`...). `None` when the template
+    /// ends turns with plain text or with nothing. This, not the model's first
+    /// end-of-sequence id, is what a chain stops at and learns to emit: Llama 3 lists
+    /// `<|end_of_text|>` before `<|eot_id|>`.
+    pub fn end_of_turn(&self, tokenizer: &super::Tokenizer) -> Result<Option<u32>, ChatError> {
+        const PROBE: &str = "agentfly end-of-turn probe";
+        let text = self.render(&Conversation {
+            messages: vec![
+                serde_json::json!({"role": "user", "content": "Hi"}),
+                serde_json::json!({"role": "assistant", "content": PROBE}),
+            ],
+            ..Conversation::default()
+        })?;
+        let Some(at) = text.rfind(PROBE) else {
+            return Ok(None);
+        };
+        let after = tokenizer.encode(&text[at + PROBE.len()..], false)?;
+        Ok(after
+            .first()
+            .copied()
+            .filter(|&id| tokenizer.is_special(id)))
+    }
 }
 
 fn raise_exception(message: String) -> Result<Value, Error> {

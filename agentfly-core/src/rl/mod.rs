@@ -193,14 +193,13 @@ fn mean(xs: &[f32]) -> f32 {
     xs.iter().sum::<f32>() / xs.len() as f32
 }
 
-/// One advantage per item: GRPO. A group of one has no baseline: its reward is its
-/// advantage (as in verl).
+/// One advantage per item: GRPO. A group of one (its other chains failed) has no
+/// baseline to compare with, so it teaches nothing: advantage 0, not its raw reward.
 pub fn grpo(items: &[Scored<'_>], normalize_std: bool) -> Vec<f32> {
     let mut out = vec![0.0; items.len()];
     for group in groups(items) {
         let rewards: Vec<f32> = group.iter().map(|&i| items[i].reward).collect();
         if rewards.len() == 1 {
-            out[group[0]] = rewards[0];
             continue;
         }
         let m = mean(&rewards);
@@ -216,7 +215,7 @@ pub fn grpo(items: &[Scored<'_>], normalize_std: bool) -> Vec<f32> {
     out
 }
 
-/// One advantage per item: RLOO. A group of one has no baseline (reward unchanged).
+/// One advantage per item: RLOO. A group of one has no baseline: advantage 0.
 pub fn rloo(items: &[Scored<'_>]) -> Vec<f32> {
     let mut out = vec![0.0; items.len()];
     for group in groups(items) {
@@ -224,7 +223,7 @@ pub fn rloo(items: &[Scored<'_>]) -> Vec<f32> {
         let total: f32 = group.iter().map(|&i| items[i].reward).sum();
         for &i in &group {
             out[i] = if n == 1 {
-                items[i].reward
+                0.0
             } else {
                 items[i].reward - (total - items[i].reward) / (n - 1) as f32
             };
@@ -468,6 +467,22 @@ mod tests {
     }
 
     #[test]
+    fn a_group_shrunk_to_one_member_teaches_nothing() {
+        let m = [0, 1, 1];
+        let items = [
+            item("a", 1.0, &m),
+            item("a", 0.0, &m),
+            item("lone", 1.0, &m),
+        ];
+        for normalize_std in [true, false] {
+            assert_eq!(grpo(&items, normalize_std)[2], 0.0);
+        }
+        assert_eq!(rloo(&items)[2], 0.0);
+        let all = Estimator::default().compute(&items, None, None).unwrap();
+        assert_eq!(all.advantages[2], [0.0, 0.0, 0.0]);
+    }
+
+    #[test]
     fn rloo_subtracts_the_mean_of_the_others() {
         let m = [1];
         let items = [
@@ -476,8 +491,8 @@ mod tests {
             item("a", 0.0, &m),
             item("z", 5.0, &m),
         ];
-        // 1 - (0+0)/2 = 1; 0 - (1+0)/2 = -0.5; a lone item keeps its reward.
-        close(&rloo(&items), &[1.0, -0.5, -0.5, 5.0]);
+        // 1 - (0+0)/2 = 1; 0 - (1+0)/2 = -0.5; a lone item has no baseline: 0.
+        close(&rloo(&items), &[1.0, -0.5, -0.5, 0.0]);
     }
 
     #[test]

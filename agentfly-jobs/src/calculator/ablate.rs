@@ -128,9 +128,11 @@ fn summary(
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "# Calculator ablations\n\nMade by `{command}`. Every run starts from the main run's \
-         policy after SFT and trains {} RL steps of {} problems × {} chains (lr {:e}); \
-         accuracy is greedy on the {} held-out test problems.\n",
+        "# Calculator ablations\n\nMade by `agentfly calculator ablate` over one run \
+         directory; the table pools every finished run, whichever invocation made it (the \
+         last: `{command}`). Every run starts from the main run's policy after SFT and trains \
+         {} RL steps of {} problems × {} chains (lr {:e}); accuracy is greedy on the {} \
+         held-out test problems.\n",
         s.steps, s.samples_per_step, s.chains, s.lr, s.test
     );
     if let Some(b) = baseline {

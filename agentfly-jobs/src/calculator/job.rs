@@ -87,7 +87,9 @@ impl Job {
                 test: s.test,
                 demos: s.demos,
             };
-            splits(s.data_seed, sizes).write(&dir)?;
+            splits(s.data_seed, sizes)
+                .map_err(|e| JobError::State(e.to_string()))?
+                .write(&dir)?;
         }
         let data: Vec<(&str, Vec<Sample>)> = Splits::NAMES
             .iter()

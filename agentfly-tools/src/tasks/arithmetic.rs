@@ -174,24 +174,52 @@ pub fn generate(
     families: &[Family],
     prefix: &str,
     taken: &mut HashSet<String>,
-) -> Vec<Problem> {
+) -> Result<Vec<Problem>, Exhausted> {
+    let exhausted = |reason: String| Exhausted {
+        split: prefix.to_string(),
+        wanted: n,
+        reason,
+    };
+    if n > MAX_PER_SPLIT {
+        return Err(exhausted(format!("more than {MAX_PER_SPLIT} per split")));
+    }
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut out = Vec::with_capacity(n);
-    let mut attempts = 0;
+    // Give up once new problems have become rare: the families' space is used up.
+    let mut misses = 0;
     while out.len() < n {
-        attempts += 1;
-        assert!(
-            attempts < n * 1000 + 1000,
-            "cannot find {n} distinct problems"
-        );
         let family = families[out.len() % families.len()];
         let mut p = problem(&mut rng, family);
         if taken.insert(normalise(&p.question)) {
             p.id = format!("{prefix}-{}", out.len());
             out.push(p);
+            misses = 0;
+        } else {
+            misses += 1;
+            if misses == 10_000 {
+                return Err(exhausted(format!(
+                    "only {} distinct ones could be made",
+                    out.len()
+                )));
+            }
         }
     }
-    out
+    Ok(out)
+}
+
+/// The most problems one split may ask for.
+pub const MAX_PER_SPLIT: usize = 1_000_000;
+
+/// A split asked for more distinct problems than can be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{wanted} `{split}` problems were asked for, {reason}: ask for fewer")]
+pub struct Exhausted {
+    /// The split (`train`, `val`, `test` or `demo`).
+    pub split: String,
+    /// Problems asked for.
+    pub wanted: usize,
+    /// Why they cannot be made.
+    pub reason: String,
 }
 
 /// Train, validation and test splits of the wide mix, disjoint by construction; and the
@@ -221,32 +249,32 @@ pub struct SplitSizes {
     pub demos: usize,
 }
 
-/// The splits of `seed`.
-pub fn splits(seed: u64, sizes: SplitSizes) -> Splits {
+/// The splits of `seed`; an error when a split asks for more problems than exist.
+pub fn splits(seed: u64, sizes: SplitSizes) -> Result<Splits, Exhausted> {
     let mut taken = HashSet::new();
     // The test split is drawn first, so its problems do not depend on the other sizes.
-    let test = generate(seed ^ 0x7e57, sizes.test, &Family::WIDE, "test", &mut taken);
-    let val = generate(seed ^ 0x0a11, sizes.val, &Family::WIDE, "val", &mut taken);
+    let test = generate(seed ^ 0x7e57, sizes.test, &Family::WIDE, "test", &mut taken)?;
+    let val = generate(seed ^ 0x0a11, sizes.val, &Family::WIDE, "val", &mut taken)?;
     let train = generate(
         seed ^ 0x7a19,
         sizes.train,
         &Family::WIDE,
         "train",
         &mut taken,
-    );
+    )?;
     let demos = generate(
         seed ^ 0xde70,
         sizes.demos,
         &[Family::Add],
         "demo",
         &mut taken,
-    );
-    Splits {
+    )?;
+    Ok(Splits {
         train,
         val,
         test,
         demos,
-    }
+    })
 }
 
 impl Splits {
@@ -343,12 +371,29 @@ pub struct Overlap {
     pub question: String,
 }
 
-/// Checks that no normalised `question` appears in two of the named splits.
+/// A sample's question: its `question` field, or the first user message of its
+/// `messages` (a demonstration).
+fn question_of(sample: &Sample) -> Option<&str> {
+    sample
+        .field("question")
+        .and_then(|q| q.as_str())
+        .or_else(|| {
+            sample
+                .field("messages")?
+                .as_array()?
+                .iter()
+                .find(|m| m["role"] == "user")?["content"]
+                .as_str()
+        })
+}
+
+/// Checks that no normalised question — a sample's `question`, or a demonstration's first
+/// user message — appears in two of the named splits.
 pub fn check_disjoint(splits: &[(&str, &[Sample])]) -> Result<(), Overlap> {
     let mut seen: BTreeMap<String, (&str, &str)> = BTreeMap::new();
     for (name, samples) in splits {
         for sample in *samples {
-            let Some(question) = sample.field("question").and_then(|q| q.as_str()) else {
+            let Some(question) = question_of(sample) else {
                 continue;
             };
             let key = normalise(question);
@@ -394,9 +439,9 @@ mod tests {
 
     #[test]
     fn splits_are_reproducible_disjoint_and_correct() {
-        let a = splits(5, SIZES);
-        assert_eq!(a, splits(5, SIZES));
-        assert_ne!(a.test, splits(6, SIZES).test);
+        let a = splits(5, SIZES).unwrap();
+        assert_eq!(a, splits(5, SIZES).unwrap());
+        assert_ne!(a.test, splits(6, SIZES).unwrap().test);
         let sets: Vec<(&str, Vec<Sample>)> = [
             ("train", &a.train),
             ("val", &a.val),
@@ -432,13 +477,14 @@ mod tests {
                 train: 500,
                 ..SIZES
             },
-        );
+        )
+        .unwrap();
         assert_eq!(bigger.test, a.test);
     }
 
     #[test]
     fn overlapping_splits_are_named() {
-        let a = splits(1, SIZES);
+        let a = splits(1, SIZES).unwrap();
         let train: Vec<Sample> = a.train.iter().map(Problem::sample).collect();
         let mut test: Vec<Sample> = a.test.iter().map(Problem::sample).collect();
         let mut copy = train[3].clone();
@@ -467,7 +513,7 @@ mod tests {
 
     #[test]
     fn demonstrations_call_the_calculator_then_submit() {
-        let p = &splits(2, SIZES).demos[0];
+        let p = &splits(2, SIZES).unwrap().demos[0];
         let demo = p.demonstration();
         let messages = demo.field("messages").unwrap().as_array().unwrap();
         assert_eq!(messages.len(), 4);
@@ -488,7 +534,7 @@ mod tests {
     #[test]
     fn written_splits_read_back_as_they_were_made() {
         let dir = tempfile::tempdir().unwrap();
-        let s = splits(3, SIZES);
+        let s = splits(3, SIZES).unwrap();
         let written = s.write(&dir.path().join("data")).unwrap();
         let counts: Vec<usize> = written.iter().map(|w| w.0).collect();
         assert_eq!(counts, [200, 24, 48, 32]);
@@ -505,6 +551,42 @@ mod tests {
                 .iter()
                 .map(Problem::demonstration)
                 .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_demonstration_that_asks_a_test_question_is_an_overlap() {
+        let s = splits(4, SIZES).unwrap();
+        let test: Vec<Sample> = s.test.iter().map(Problem::sample).collect();
+        let mut demos: Vec<Sample> = s.demos.iter().map(Problem::demonstration).collect();
+        assert!(check_disjoint(&[("test", &test), ("demos", &demos)]).is_ok());
+        // A demonstration of a test problem: its question is in its messages only.
+        demos.push(
+            Problem {
+                id: "demo-leak".into(),
+                ..s.test[3].clone()
+            }
+            .demonstration(),
+        );
+        let err = check_disjoint(&[("test", &test), ("demos", &demos)]).unwrap_err();
+        assert_eq!((err.first.as_str(), err.second.as_str()), ("test", "demos"));
+        assert_eq!(err.second_id, "demo-leak");
+    }
+
+    #[test]
+    fn asking_for_more_problems_than_exist_is_an_error() {
+        let too_many = SplitSizes {
+            demos: MAX_PER_SPLIT + 1,
+            ..SIZES
+        };
+        let err = splits(1, too_many).unwrap_err();
+        assert_eq!(
+            (err.split.as_str(), err.wanted),
+            ("demo", MAX_PER_SPLIT + 1)
+        );
+        assert_eq!(
+            err.to_string(),
+            "1000001 `demo` problems were asked for, more than 1000000 per split: ask for fewer"
         );
     }
 }

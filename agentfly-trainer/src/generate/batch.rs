@@ -21,6 +21,8 @@ pub enum FinishReason {
     Stop,
     /// `max_new_tokens` reached.
     Length,
+    /// The model's logits were not finite (NaN or infinite): no token was sampled.
+    NonFinite,
 }
 
 /// The output of one sequence.
@@ -59,6 +61,16 @@ pub enum GenerateError {
     EmptyPrompt {
         /// Its index in the batch.
         index: usize,
+    },
+    /// The model computed logits that are not finite for a sequence.
+    #[error(
+        "sequence {index}: the model's logits are not finite (NaN or infinite) after {generated} tokens; the weights are broken"
+    )]
+    NonFinite {
+        /// Its index in the batch.
+        index: usize,
+        /// Tokens generated before.
+        generated: usize,
     },
     /// A prompt is longer than the model's context (`max_position_embeddings`).
     #[error("prompt {index} has {len} tokens, more than the model's context of {max}")]
@@ -343,7 +355,11 @@ impl<K> DecodeBatch<K> {
         let mut next_ids = Vec::with_capacity(self.rows.len());
         let mut stopped = vec![false; self.rows.len()];
         for (r, row) in self.rows.iter_mut().enumerate() {
-            let (id, logprob) = row.sampler.sample(&host[r * vocab..(r + 1) * vocab]);
+            let Some((id, logprob)) = row.sampler.sample(&host[r * vocab..(r + 1) * vocab]) else {
+                row.out.finish_reason = FinishReason::NonFinite;
+                stopped[r] = true;
+                continue;
+            };
             row.out.new_ids.push(id);
             row.out.logprobs.push(logprob);
             if row.stop_ids.contains(&id)
@@ -363,7 +379,11 @@ impl<K> DecodeBatch<K> {
             // A finished sequence's context and output (all but the last id, which was
             // never fed) are the start of its chain's next context.
             let positions = self.cache.len();
-            for (r, row) in self.rows.iter().enumerate().filter(|(r, _)| stopped[*r]) {
+            for (r, row) in
+                self.rows.iter().enumerate().filter(|(r, row)| {
+                    stopped[*r] && row.out.finish_reason != FinishReason::NonFinite
+                })
+            {
                 let mut tokens = row.prompt.clone();
                 tokens.extend_from_slice(&row.out.new_ids[..row.out.new_ids.len() - 1]);
                 prefix.insert(tokens, self.cache.row(r, row.pad, positions - row.pad));
@@ -545,10 +565,21 @@ pub fn generate(
     while !batch.is_empty() {
         collect(batch.step(model, tokenizer));
     }
-    Ok(outputs
+    let outputs: Vec<Generation> = outputs
         .into_iter()
         .map(|g| g.expect("every sequence finishes"))
-        .collect())
+        .collect();
+    if let Some((index, g)) = outputs
+        .iter()
+        .enumerate()
+        .find(|(_, g)| g.finish_reason == FinishReason::NonFinite)
+    {
+        return Err(GenerateError::NonFinite {
+            index,
+            generated: g.new_ids.len(),
+        });
+    }
+    Ok(outputs)
 }
 
 /// Whether the tail of `ids` now contains one of `stop_strings`.

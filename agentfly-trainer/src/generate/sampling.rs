@@ -74,22 +74,29 @@ impl Sampler {
 
     /// Picks a token from `logits`; returns it with its log-probability under
     /// `softmax(logits / temperature)` (temperature 1 when greedy), before any top-k /
-    /// top-p truncation — the distribution the trainer recomputes.
-    pub fn sample(&mut self, logits: &[f32]) -> (u32, f32) {
+    /// top-p truncation — the distribution the trainer recomputes. `None` when the logits
+    /// are not finite (NaN, or no finite value): no token can honestly be chosen.
+    pub fn sample(&mut self, logits: &[f32]) -> Option<(u32, f32)> {
         let temperature = if self.temperature > 0.0 {
             self.temperature
         } else {
             1.0
         };
         let scaled: Vec<f32> = logits.iter().map(|x| x / temperature).collect();
+        if scaled.iter().any(|x| x.is_nan()) {
+            return None;
+        }
         let max = scaled.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        if !max.is_finite() {
+            return None;
+        }
         let lse = max + scaled.iter().map(|x| (x - max).exp()).sum::<f32>().ln();
         let id = if self.temperature <= 0.0 {
             argmax(&scaled)
         } else {
             self.draw(&scaled, lse)
         };
-        (id as u32, scaled[id] - lse)
+        Some((id as u32, scaled[id] - lse))
     }
 
     fn draw(&mut self, scaled: &[f32], lse: f32) -> usize {
@@ -146,7 +153,7 @@ mod tests {
     #[test]
     fn greedy_takes_the_argmax_with_its_log_probability() {
         let mut s = Sampler::new(&SamplingParams::greedy(1), 0);
-        let (id, lp) = s.sample(&[0.0, 2.0, 1.0]);
+        let (id, lp) = s.sample(&[0.0, 2.0, 1.0]).unwrap();
         assert_eq!(id, 1);
         let expected = 2.0 - (1.0f32 + 2.0f32.exp() + 1.0f32.exp()).ln();
         assert!((lp - expected).abs() < 1e-6);
@@ -163,7 +170,9 @@ mod tests {
         let logits = [1.0, 0.5, 3.0, 2.9, -1.0];
         let run = |index| {
             let mut s = Sampler::new(&params, index);
-            (0..200).map(|_| s.sample(&logits).0).collect::<Vec<_>>()
+            (0..200)
+                .map(|_| s.sample(&logits).unwrap().0)
+                .collect::<Vec<_>>()
         };
         let a = run(0);
         assert_eq!(a, run(0));
@@ -186,7 +195,25 @@ mod tests {
         let mut s = Sampler::new(&params, 0);
         // probabilities ~ [0.66, 0.24, 0.09]: p = 0.5 keeps only the first.
         for _ in 0..50 {
-            assert_eq!(s.sample(&[2.0, 1.0, 0.0]).0, 0);
+            assert_eq!(s.sample(&[2.0, 1.0, 0.0]).unwrap().0, 0);
+        }
+    }
+
+    #[test]
+    fn logits_that_are_not_finite_choose_no_token() {
+        for temperature in [0.0, 0.8] {
+            let mut s = Sampler::new(
+                &SamplingParams {
+                    temperature,
+                    top_p: 0.9,
+                    ..SamplingParams::default()
+                },
+                0,
+            );
+            assert_eq!(s.sample(&[0.5, f32::NAN, 1.0]), None);
+            assert_eq!(s.sample(&[f32::NEG_INFINITY; 3]), None);
+            assert_eq!(s.sample(&[0.0, f32::INFINITY]), None);
+            assert!(s.sample(&[0.0, f32::NEG_INFINITY, 1.0]).is_some());
         }
     }
 }

@@ -250,6 +250,20 @@ pub struct ConfigError {
     pub message: String,
 }
 
+/// A TOML error on one line: where it is (line and text) and what is wrong.
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim().replace('\n', " ");
+    match e.span() {
+        Some(span) => {
+            let start = span.start.min(text.len());
+            let line = text[..start].matches('\n').count() + 1;
+            let source = text.lines().nth(line - 1).unwrap_or("").trim();
+            format!("line {line} (`{source}`): {message}")
+        }
+        None => message,
+    }
+}
+
 impl TrainerConfig {
     /// Reads a TOML file; relative paths in it are relative to the file's directory.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
@@ -260,7 +274,7 @@ impl TrainerConfig {
         };
         let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
         let mut config: TrainerConfig =
-            toml::from_str(&text).map_err(|e| error(e.to_string().trim_end().to_string()))?;
+            toml::from_str(&text).map_err(|e| error(toml_error(&text, &e)))?;
         let base = path.parent().unwrap_or(Path::new("."));
         config.resolve(base);
         config.validate().map_err(error)?;
@@ -337,6 +351,28 @@ impl TrainerConfig {
         }
         if self.chain.max_turns == 0 {
             return Err("chain.max_turns: must be at least 1".into());
+        }
+        if self.train.steps > 0 {
+            if !(self.chain.temperature > 0.0 && self.chain.temperature.is_finite()) {
+                return Err(format!(
+                    "chain.temperature: training rollouts must sample (a temperature above 0), got {}",
+                    self.chain.temperature
+                ));
+            }
+            if self.chain.top_p < 1.0 || self.chain.top_k > 0 {
+                return Err(format!(
+                    "chain.top_p / chain.top_k: training rollouts cannot sample from a truncated \
+                     distribution (top_p {}, top_k {}): the trainer scores the full one at the \
+                     sampling temperature, so the two would disagree; set top_p = 1 and top_k = 0",
+                    self.chain.top_p, self.chain.top_k
+                ));
+            }
+        }
+        if self.train.mini_batches == 0 || self.train.ppo_epochs == 0 {
+            return Err("train.ppo_epochs / train.mini_batches: must be at least 1".into());
+        }
+        if !(0.0..=1.0).contains(&self.train.max_reward_failures) {
+            return Err("train.max_reward_failures: a share between 0 and 1".into());
         }
         Ok(())
     }

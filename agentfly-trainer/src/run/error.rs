@@ -37,6 +37,34 @@ pub enum TrainError {
     /// failed.
     #[error("after step: {0}")]
     AfterStep(Box<dyn std::error::Error + Send + Sync>),
+    /// Too many trajectories of a step got no reward.
+    #[error(
+        "step {step}: {failed} of {total} trajectories got no reward (more than \
+         train.max_reward_failures = {max}); the first: {first}"
+    )]
+    Rewards {
+        /// The step.
+        step: usize,
+        /// Trajectories without a reward.
+        failed: usize,
+        /// Trajectories rolled out.
+        total: usize,
+        /// The share allowed.
+        max: f64,
+        /// Why the first one failed.
+        first: String,
+    },
+    /// Every step of the run skipped its update because a loss or gradient was not finite.
+    #[error(
+        "no update was applied in {steps} step(s): every one was skipped ({reason}); the \
+         weights are unchanged"
+    )]
+    NoUpdate {
+        /// Steps run.
+        steps: usize,
+        /// The last skip's reason.
+        reason: String,
+    },
     /// A demonstration cannot be used for SFT.
     #[error("{path}: demonstration `{sample}`: {message}")]
     Demo {

@@ -26,6 +26,8 @@ pub struct StepMetrics {
     pub trained_trajectories: usize,
     /// Groups dropped because their rewards were all equal.
     pub dropped_groups: usize,
+    /// Trajectories that got no reward (left out of the update).
+    pub reward_failures: usize,
     /// Rollout rounds.
     pub rounds: usize,
     /// Mean advantage over learned tokens.
@@ -55,15 +57,21 @@ impl StepMetrics {
     /// The step's console line.
     pub fn line(&self) -> String {
         format!(
-            "step {} reward {:.3}{} kl {:.4} clip {:.3} grad {:.3} dropped {} {:.1}s{}",
+            "step {} reward {:.3}{}{} kl {:.4} clip {:.3} grad {:.3} gap {:.1e} dropped {} {:.1}s{}",
             self.step,
             self.reward_mean,
             self.accuracy
                 .map(|a| format!(" acc {a:.3}"))
                 .unwrap_or_default(),
+            if self.reward_failures > 0 {
+                format!(" unscored {}", self.reward_failures)
+            } else {
+                String::new()
+            },
             self.update.kl,
             self.update.clip_fraction,
             self.update.grad_norm,
+            self.update.logprob_gap_max,
             self.dropped_groups,
             self.rollout_seconds + self.update_seconds + self.sync_seconds,
             self.update
@@ -84,6 +92,12 @@ pub struct TrainSummary {
     pub resumed_from: usize,
     /// The last step's mean reward.
     pub last_reward: Option<f64>,
+    /// Steps of this run whose update was applied.
+    pub updated_steps: usize,
+    /// Steps of this run whose update was skipped because something was not finite.
+    pub nonfinite_skips: usize,
+    /// Trajectories of this run that got no reward.
+    pub reward_failures: usize,
     /// Where the final model was written.
     pub model_dir: PathBuf,
 }

@@ -19,6 +19,26 @@ impl Trainer {
         let start = Instant::now();
         let (all, trained, dropped, rounds) = self.rollout_step()?;
         let rollout_seconds = start.elapsed().as_secs_f64();
+        let failed: Vec<&Trajectory> = all.iter().filter(|t| t.reward.is_none()).collect();
+        let max = self.config.train.max_reward_failures;
+        if !failed.is_empty() && failed.len() as f64 > max * all.len() as f64 {
+            let t = failed[0];
+            return Err(TrainError::Rewards {
+                step: self.step + 1,
+                failed: failed.len(),
+                total: all.len(),
+                max,
+                first: format!(
+                    "sample `{}` chain {}: {}",
+                    t.sample_id,
+                    t.chain,
+                    t.reward_error
+                        .as_deref()
+                        .or(t.error.as_deref())
+                        .unwrap_or("no reward")
+                ),
+            });
+        }
         let summary = RolloutSummary::of(&all, rollout_seconds);
         let mut metrics = StepMetrics {
             step: self.step + 1,
@@ -27,6 +47,7 @@ impl Trainer {
             accuracy: accuracy_of(&all),
             trained_trajectories: trained.len(),
             dropped_groups: dropped,
+            reward_failures: failed.len(),
             rounds,
             tool_calls: summary.calls(),
             parse_errors: summary.parse_errors,
@@ -78,8 +99,8 @@ impl Trainer {
         Ok(metrics)
     }
 
-    /// The step's rollouts: every trajectory, those kept for training, the groups dropped
-    /// and the rounds rolled out.
+    /// The step's rollouts: every trajectory, those kept for training (never one without a
+    /// reward), the groups dropped and the rounds rolled out.
     fn rollout_step(
         &mut self,
     ) -> Result<(Vec<Trajectory>, Vec<Trajectory>, usize, usize), TrainError> {
@@ -107,6 +128,11 @@ impl Trainer {
             let samples = self.sampler.draw(need);
             let (trajectories, _) = self.rollout(&samples, rollout.chains, &chain, seed, |_| {})?;
             all.extend(trajectories.iter().cloned());
+            // A trajectory without a reward is counted, never trained on as if it scored 0.
+            let trajectories: Vec<Trajectory> = trajectories
+                .into_iter()
+                .filter(|t| t.reward.is_some())
+                .collect();
             if dynamic {
                 filter.add(trajectories);
                 if filter.is_full() {
@@ -118,7 +144,8 @@ impl Trainer {
             let dropped = filter.dropped_groups();
             (all, filter.into_trajectories(), dropped, rounds)
         } else {
-            (all.clone(), all, 0, rounds)
+            let scored = all.iter().filter(|t| t.reward.is_some()).cloned().collect();
+            (all, scored, 0, rounds)
         })
     }
 }

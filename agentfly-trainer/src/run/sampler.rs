@@ -25,9 +25,12 @@ impl Sampler {
         }
     }
 
-    /// The next `n` samples.
+    /// The next `n` samples (none from an empty set).
     pub fn draw(&mut self, n: usize) -> Vec<Sample> {
         let len = self.samples.len() as u64;
+        if len == 0 {
+            return Vec::new();
+        }
         (0..n)
             .map(|_| {
                 let pass = self.cursor / len;

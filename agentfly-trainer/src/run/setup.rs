@@ -53,6 +53,13 @@ impl Trainer {
         let rewards = Rewards::from_names(std::slice::from_ref(&config.agent.reward))?;
         let format = format_by_name(&config.agent.format).expect("validated");
         let train = read_jsonl(&config.data.train)?;
+        if resume && train.is_empty() && config.train.steps > 0 {
+            return Err(ConfigError {
+                path: config.data.train.clone(),
+                message: "data.train holds no samples: RL needs at least one".into(),
+            }
+            .into());
+        }
         let eval = match &config.data.eval {
             Some(p) => read_jsonl(p)?,
             None => Vec::new(),
@@ -117,6 +124,8 @@ impl Trainer {
             config.optim.clone(),
             config.train.steps,
         );
+        // The policy is scored at the temperature its rollouts sample at.
+        actor.temperature = config.chain.temperature;
         let train_device = device.clone().autodiff();
         let mut critic = config.algorithm.estimator.needs_values().then(|| {
             Critic::new(

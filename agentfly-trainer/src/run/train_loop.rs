@@ -43,9 +43,21 @@ impl Trainer {
         let bar = progress_bar(total as u64, "step");
         bar.set_position(self.step as u64);
         let mut last_reward = None;
+        let (mut steps, mut updated_steps, mut nonfinite_skips, mut reward_failures) = (0, 0, 0, 0);
+        let mut last_skip = None;
         while self.step < total {
             let m = self.train_step()?;
             last_reward = Some(m.reward_mean);
+            steps += 1;
+            reward_failures += m.reward_failures;
+            if m.update.updates > 0 {
+                updated_steps += 1;
+            } else if let Some(reason) = m.update.skipped.as_deref()
+                && reason.contains("non-finite")
+            {
+                nonfinite_skips += 1;
+                last_skip = Some(reason.to_string());
+            }
             log.append(&m)?;
             print_line(&bar, &m.line());
             bar.set_message(format!("reward {:.3}", m.reward_mean));
@@ -57,12 +69,21 @@ impl Trainer {
             after_step(self, &m, &bar).map_err(TrainError::AfterStep)?;
         }
         bar.finish_and_clear();
+        if steps > 0 && nonfinite_skips == steps {
+            return Err(TrainError::NoUpdate {
+                steps,
+                reason: last_skip.unwrap_or_default(),
+            });
+        }
         let model_dir = dir.join("model");
         self.save_model(&model_dir)?;
         Ok(TrainSummary {
             steps: self.step,
             resumed_from: self.resumed_from,
             last_reward,
+            updated_steps,
+            nonfinite_skips,
+            reward_failures,
             model_dir,
         })
     }

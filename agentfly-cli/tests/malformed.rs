@@ -1,0 +1,296 @@
+//! A corpus of malformed input — datasets, configurations, model files, tool calls and task
+//! options — run through the `agentfly` binary as a user would. Every case must end with a
+//! non-zero exit and a one-line reason that names what is wrong; none may panic or abort.
+
+use agentfly_testdata::fixture;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// One malformed input: the files it needs, the command, and what its reason must say.
+struct Case {
+    name: &'static str,
+    files: Vec<(&'static str, Vec<u8>)>,
+    args: Vec<String>,
+    says: &'static [&'static str],
+}
+
+/// A training configuration over `data` with `edit` applied to the text.
+fn config(data: &str, edit: impl Fn(String) -> String) -> Vec<u8> {
+    let model = fixture("tiny-qwen2");
+    let text = format!(
+        r#"[model]
+path = "{}"
+
+[data]
+train = "{data}"
+
+[agent]
+tools = ["calculator", "submit_answer"]
+reward = "exact_numeric"
+
+[chain]
+temperature = 1.0
+
+[rollout]
+chains = 4
+
+[train]
+steps = 1
+
+[output]
+dir = "out"
+"#,
+        model.display()
+    );
+    edit(text).into_bytes()
+}
+
+/// A GGUF v3 header with no metadata and one F32 tensor `x` of `dims`.
+fn gguf(tensor_count: u64, dims: &[u64]) -> Vec<u8> {
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(tensor_count.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b.extend(1u64.to_le_bytes());
+    b.push(b'x');
+    b.extend((dims.len() as u32).to_le_bytes());
+    for d in dims {
+        b.extend(d.to_le_bytes());
+    }
+    b.extend(0u32.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b
+}
+
+/// The tiny Qwen2 fixture's files, `config.json` edited.
+fn tiny_model(edit: impl Fn(&mut serde_json::Value)) -> Vec<(&'static str, Vec<u8>)> {
+    let dir = fixture("tiny-qwen2");
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+    edit(&mut config);
+    vec![
+        ("model/config.json", config.to_string().into_bytes()),
+        (
+            "model/model.safetensors",
+            std::fs::read(dir.join("model.safetensors")).unwrap(),
+        ),
+    ]
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+const SAMPLES: &str = "{\"id\": 1, \"question\": \"What is 2 + 2?\", \"answer\": 4}\n";
+
+fn cases() -> Vec<Case> {
+    let train = |edit: fn(String) -> String| ("run.toml", config("train.jsonl", edit));
+    let samples = ("train.jsonl", SAMPLES.as_bytes().to_vec());
+    let generate = |model: &str| args(&["generate", "--model", model, "--prompt", "hi"]);
+    vec![
+        Case {
+            name: "a dataset line that is not JSON",
+            files: vec![
+                (
+                    "train.jsonl",
+                    format!("{SAMPLES}{{\"id\": 2, \"question\": \n").into_bytes(),
+                ),
+                train(|t| t),
+            ],
+            args: args(&["train", "--config", "run.toml"]),
+            says: &["train.jsonl:2"],
+        },
+        Case {
+            name: "two samples with one id",
+            files: vec![
+                ("train.jsonl", format!("{SAMPLES}{SAMPLES}").into_bytes()),
+                train(|t| t),
+            ],
+            args: args(&["train", "--config", "run.toml"]),
+            says: &["train.jsonl:2", "sample id `1` appears twice"],
+        },
+        Case {
+            name: "an empty training set",
+            files: vec![("train.jsonl", Vec::new()), train(|t| t)],
+            args: args(&["train", "--config", "run.toml"]),
+            says: &["train.jsonl", "no samples"],
+        },
+        Case {
+            name: "an unknown configuration key",
+            files: vec![
+                samples.clone(),
+                train(|t| t.replace("steps = 1", "step = 1")),
+            ],
+            args: args(&["train", "--config", "run.toml"]),
+            says: &["run.toml", "step"],
+        },
+        Case {
+            name: "a value of the wrong type",
+            files: vec![
+                samples.clone(),
+                train(|t| t.replace("chains = 4", "chains = \"four\"")),
+            ],
+            args: args(&["train", "--config", "run.toml"]),
+            says: &["run.toml", "chains"],
+        },
+        Case {
+            name: "a group estimator with one chain",
+            files: vec![
+                samples.clone(),
+                train(|t| t.replace("chains = 4", "chains = 1")),
+            ],
+            args: args(&["train", "--config", "run.toml"]),
+            says: &["run.toml", "rollout.chains"],
+        },
+        Case {
+            name: "truncated sampling for training",
+            files: vec![
+                samples.clone(),
+                train(|t| t.replace("temperature = 1.0", "temperature = 1.0\ntop_p = 0.9")),
+            ],
+            args: args(&["train", "--config", "run.toml"]),
+            says: &["run.toml", "chain.top_p"],
+        },
+        Case {
+            name: "an unknown tool",
+            files: vec![
+                samples.clone(),
+                train(|t| t.replace("\"calculator\"", "\"calc\"")),
+            ],
+            args: args(&["train", "--config", "run.toml"]),
+            says: &["calc", "calculator"],
+        },
+        Case {
+            name: "a model path that does not exist",
+            files: vec![],
+            args: generate("no-such-model"),
+            says: &["no-such-model"],
+        },
+        Case {
+            name: "a file that is not a GGUF",
+            files: vec![("model.gguf", b"hello, not a model".to_vec())],
+            args: generate("model.gguf"),
+            says: &["model.gguf", "not a GGUF file"],
+        },
+        Case {
+            name: "a GGUF with a corrupt tensor count",
+            files: vec![("model.gguf", gguf(1 << 40, &[4]))],
+            args: generate("model.gguf"),
+            says: &["model.gguf", "tensor count"],
+        },
+        Case {
+            name: "a GGUF with a corrupt dimension",
+            files: vec![("model.gguf", gguf(1, &[1 << 40, 1 << 40]))],
+            args: generate("model.gguf"),
+            says: &["model.gguf", "tensor `x` has dimensions"],
+        },
+        Case {
+            name: "a GGUF cut short",
+            files: vec![("model.gguf", gguf(1, &[256]))],
+            args: generate("model.gguf"),
+            says: &["model.gguf", "runs past the end of the file"],
+        },
+        Case {
+            name: "weights that contradict config.json",
+            files: tiny_model(|c| c["hidden_size"] = 96.into()),
+            args: generate("model"),
+            says: &["model", "shape"],
+        },
+        Case {
+            name: "a config.json that is not JSON",
+            files: vec![("model/config.json", b"{\"hidden_size\": ".to_vec())],
+            args: generate("model"),
+            says: &["config.json"],
+        },
+        Case {
+            name: "a chat rollout on a model without a tokenizer",
+            files: vec![samples.clone()],
+            args: vec![
+                "rollout".into(),
+                "--model".into(),
+                fixture("tiny-qwen2").display().to_string(),
+                "--data".into(),
+                "train.jsonl".into(),
+                "--tools".into(),
+                "calculator".into(),
+                "--out".into(),
+                "trajectories.jsonl".into(),
+            ],
+            says: &["tiny-qwen2", "no tokenizer"],
+        },
+        Case {
+            name: "more warm-start demonstrations than can be made",
+            files: vec![],
+            args: args(&["tasks", "arithmetic", "--out", "data", "--demos", "2000000"]),
+            says: &["--demos", "ask for fewer"],
+        },
+        Case {
+            name: "tool arguments that are not JSON",
+            files: vec![],
+            args: args(&["call", "calculator", "{\"expression\": "]),
+            says: &["calculator", "JSON"],
+        },
+        Case {
+            name: "a tool argument of the wrong type",
+            files: vec![],
+            args: args(&["call", "calculator", "{\"expression\": 12}"]),
+            says: &["calculator", "expression"],
+        },
+        Case {
+            name: "an unknown tool called",
+            files: vec![],
+            args: args(&["call", "calc", "{}"]),
+            says: &["calc", "calculator"],
+        },
+    ]
+}
+
+fn run(dir: &Path, case: &Case) -> (Option<i32>, String, String) {
+    for (name, bytes) in &case.files {
+        let path: PathBuf = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_agentfly"))
+        .current_dir(dir)
+        .args(&case.args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn malformed_input_fails_with_a_one_line_reason_and_never_panics() {
+    let mut failures = Vec::new();
+    for case in cases() {
+        let dir = tempfile::tempdir().unwrap();
+        let (code, stdout, stderr) = run(dir.path(), &case);
+        let reason = stderr.trim();
+        let problem = if code.is_none() {
+            Some("was killed by a signal (an abort?)".to_string())
+        } else if code == Some(0) {
+            Some(format!("exited 0 (stdout: {stdout})"))
+        } else if stderr.contains("panicked") || code == Some(101) {
+            Some("panicked".into())
+        } else if reason.is_empty() || reason.lines().count() != 1 {
+            Some("does not give a one-line reason".into())
+        } else {
+            case.says
+                .iter()
+                .find(|s| !reason.contains(*s))
+                .map(|missing| format!("does not say `{missing}`"))
+        };
+        if let Some(problem) = problem {
+            failures.push(format!(
+                "{}: {problem}\n  agentfly {}\n  exit {code:?}\n  stderr: {stderr}",
+                case.name,
+                case.args.join(" ")
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
