@@ -2,7 +2,7 @@
 //! options — run through the `agentfly` binary as a user would. Every case must end with a
 //! non-zero exit and a one-line reason that names what is wrong; none may panic or abort.
 
-use agentfly_testdata::fixture;
+use agentfly_testdata::{fixture, gguf_header};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -43,23 +43,6 @@ dir = "out"
         model.display()
     );
     edit(text).into_bytes()
-}
-
-/// A GGUF v3 header with no metadata and one F32 tensor `x` of `dims`.
-fn gguf(tensor_count: u64, dims: &[u64]) -> Vec<u8> {
-    let mut b = b"GGUF".to_vec();
-    b.extend(3u32.to_le_bytes());
-    b.extend(tensor_count.to_le_bytes());
-    b.extend(0u64.to_le_bytes());
-    b.extend(1u64.to_le_bytes());
-    b.push(b'x');
-    b.extend((dims.len() as u32).to_le_bytes());
-    for d in dims {
-        b.extend(d.to_le_bytes());
-    }
-    b.extend(0u32.to_le_bytes());
-    b.extend(0u64.to_le_bytes());
-    b
 }
 
 /// The tiny Qwen2 fixture's files, `config.json` edited.
@@ -174,19 +157,19 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "a GGUF with a corrupt tensor count",
-            files: vec![("model.gguf", gguf(1 << 40, &[4]))],
+            files: vec![("model.gguf", gguf_header(1 << 40, &[4]))],
             args: generate("model.gguf"),
             says: &["model.gguf", "tensor count"],
         },
         Case {
             name: "a GGUF with a corrupt dimension",
-            files: vec![("model.gguf", gguf(1, &[1 << 40, 1 << 40]))],
+            files: vec![("model.gguf", gguf_header(1, &[1 << 40, 1 << 40]))],
             args: generate("model.gguf"),
             says: &["model.gguf", "tensor `x` has dimensions"],
         },
         Case {
             name: "a GGUF cut short",
-            files: vec![("model.gguf", gguf(1, &[256]))],
+            files: vec![("model.gguf", gguf_header(1, &[256]))],
             args: generate("model.gguf"),
             says: &["model.gguf", "runs past the end of the file"],
         },

@@ -6,6 +6,7 @@
 
 mod common;
 
+use agentfly_testdata::gguf_header;
 use agentfly_trainer::Pretrained;
 use agentfly_trainer::io::GgufFile;
 use safetensors::SafeTensors;
@@ -92,44 +93,27 @@ fn temp(name: &str) -> PathBuf {
     dir.join(name)
 }
 
-/// A GGUF v3 header with no metadata and one F32 tensor `x` of `dims`.
-fn header(tensor_count: u64, dims: &[u64]) -> Vec<u8> {
-    let mut b = b"GGUF".to_vec();
-    b.extend(3u32.to_le_bytes());
-    b.extend(tensor_count.to_le_bytes());
-    b.extend(0u64.to_le_bytes());
-    b.extend(1u64.to_le_bytes());
-    b.push(b'x');
-    b.extend((dims.len() as u32).to_le_bytes());
-    for d in dims {
-        b.extend(d.to_le_bytes());
-    }
-    b.extend(0u32.to_le_bytes()); // F32
-    b.extend(0u64.to_le_bytes());
-    b
-}
-
 #[test]
 fn corrupt_counts_and_dimensions_are_errors_not_allocations() {
     let cases: [(&str, Vec<u8>, &str); 4] = [
         (
             "count",
-            header(1 << 40, &[4]),
+            gguf_header(1 << 40, &[4]),
             "the tensor count is 1099511627776",
         ),
         (
             "dims",
-            header(1, &[1 << 40, 1 << 40]),
+            gguf_header(1, &[1 << 40, 1 << 40]),
             "tensor `x` has dimensions",
         ),
         (
             "rank",
-            header(1, &[1, 1, 1, 1, 1]),
+            gguf_header(1, &[1, 1, 1, 1, 1]),
             "tensor `x` has 5 dimensions",
         ),
         (
             "data",
-            header(1, &[256]),
+            gguf_header(1, &[256]),
             "tensor `x` runs past the end of the file",
         ),
     ];
@@ -143,7 +127,7 @@ fn corrupt_counts_and_dimensions_are_errors_not_allocations() {
         );
     }
     // A whole one reads.
-    let mut whole = header(1, &[4]);
+    let mut whole = gguf_header(1, &[4]);
     whole.resize(whole.len().div_ceil(32) * 32, 0);
     whole.extend([1.0f32, 2.0, 3.0, 4.0].iter().flat_map(|v| v.to_le_bytes()));
     let path = temp("whole.gguf");

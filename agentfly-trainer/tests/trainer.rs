@@ -228,6 +228,33 @@ checkpoint_every = 1
     path
 }
 
+/// [`write_config`] with each `(from, to)` replacement made in its text.
+fn edited_config(
+    dir: &Path,
+    model: &Path,
+    steps: usize,
+    out: &str,
+    edits: &[(&str, &str)],
+) -> PathBuf {
+    let path = write_config(dir, model, steps, out);
+    let text = edits
+        .iter()
+        .fold(std::fs::read_to_string(&path).unwrap(), |t, (from, to)| {
+            t.replace(from, to)
+        });
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Why training with `config` fails.
+fn train_error(config: &Path) -> String {
+    Trainer::from_config_file(config)
+        .unwrap()
+        .train()
+        .unwrap_err()
+        .to_string()
+}
+
 fn weights(dir: &Path) -> Vec<f32> {
     let model = Pretrained::load(dir, &common::device()).unwrap();
     flat(&model.decoder, &model.config)
@@ -427,14 +454,9 @@ fn failing_rewards_and_updates_that_never_apply_stop_the_run_with_the_reason() {
     let model = tiny_chat_model(dir.path());
     // `exact_numeric` reads each sample's `answer`, which these samples lack: every reward
     // fails, which must stop the step rather than train on zeros.
-    let config = write_config(dir.path(), &model, 2, "failing");
-    let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(&config, text.replace("odd_length", "exact_numeric")).unwrap();
-    let err = Trainer::from_config_file(&config)
-        .unwrap()
-        .train()
-        .unwrap_err()
-        .to_string();
+    let failing = [("odd_length", "exact_numeric")];
+    let config = edited_config(dir.path(), &model, 2, "failing", &failing);
+    let err = train_error(&config);
     assert!(
         err.starts_with("step 1: ")
             && err.contains("trajectories got no reward")
@@ -442,34 +464,28 @@ fn failing_rewards_and_updates_that_never_apply_stop_the_run_with_the_reason() {
         "{err}"
     );
     // Below the allowed share they are left out and counted.
-    std::fs::write(
-        &config,
-        text.replace("odd_length", "exact_numeric")
-            .replace("seed = 7", "seed = 7\nmax_reward_failures = 1.0"),
-    )
-    .unwrap();
-    let mut trainer = Trainer::from_config_file(&config).unwrap();
-    let m = trainer.train_step().unwrap();
+    let allowed = [
+        failing[0],
+        ("seed = 7", "seed = 7\nmax_reward_failures = 1.0"),
+    ];
+    let config = edited_config(dir.path(), &model, 2, "allowed", &allowed);
+    let m = Trainer::from_config_file(&config)
+        .unwrap()
+        .train_step()
+        .unwrap();
     assert_eq!(m.reward_failures, m.trajectories, "{m:?}");
     assert_eq!(m.trained_trajectories, 0, "{m:?}");
     // A reward so large that PPO's value loss overflows makes every update non-finite:
     // the run fails rather than exit 0 with the weights untouched.
+    let overflow = [
+        ("odd_length", "enormous"),
+        ("max_rounds = 2", "max_rounds = 2\ndynamic_sampling = false"),
+    ];
     let config = with_estimator(
-        write_config(dir.path(), &model, 2, "overflow"),
+        edited_config(dir.path(), &model, 2, "overflow", &overflow),
         "{ name = \"gae\", gamma = 1.0, lambda = 0.95 }",
     );
-    let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(
-        &config,
-        text.replace("odd_length", "enormous")
-            .replace("max_rounds = 2", "max_rounds = 2\ndynamic_sampling = false"),
-    )
-    .unwrap();
-    let err = Trainer::from_config_file(&config)
-        .unwrap()
-        .train()
-        .unwrap_err()
-        .to_string();
+    let err = train_error(&config);
     assert!(
         err.starts_with("no update was applied in 2 step(s)") && err.contains("non-finite"),
         "{err}"
@@ -482,12 +498,16 @@ fn the_trainer_scores_what_the_rollouts_sampled_at_their_temperature() {
     // before the update, equal the engine's (up to float arithmetic), as every step reports.
     let dir = tempfile::tempdir().unwrap();
     let model = tiny_chat_model(dir.path());
-    let config = write_config(dir.path(), &model, 2, "temperature");
-    let text = std::fs::read_to_string(&config)
-        .unwrap()
-        .replace("temperature = 1.0", "temperature = 0.7")
-        .replace("max_rounds = 2", "max_rounds = 2\ndynamic_sampling = false");
-    std::fs::write(&config, text).unwrap();
+    let config = edited_config(
+        dir.path(),
+        &model,
+        2,
+        "temperature",
+        &[
+            ("temperature = 1.0", "temperature = 0.7"),
+            ("max_rounds = 2", "max_rounds = 2\ndynamic_sampling = false"),
+        ],
+    );
     let mut trainer = Trainer::from_config_file(&config).unwrap();
     let m = trainer.train_step().unwrap();
     assert!(m.update.tokens > 0, "{m:?}");

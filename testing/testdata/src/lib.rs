@@ -87,3 +87,22 @@ fn require(path: &Path, what_it_does: &str) {
         path.display()
     );
 }
+
+/// A malformed-input helper: a GGUF v3 file with no metadata whose header claims
+/// `tensor_count` tensors and describes one F32 tensor `x` of `dims` at offset 0, with no
+/// data after the header. The counts and dimensions are whatever the test wants to lie with.
+pub fn gguf_header(tensor_count: u64, dims: &[u64]) -> Vec<u8> {
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(tensor_count.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b.extend(1u64.to_le_bytes());
+    b.push(b'x');
+    b.extend((dims.len() as u32).to_le_bytes());
+    for d in dims {
+        b.extend(d.to_le_bytes());
+    }
+    b.extend(0u32.to_le_bytes()); // F32
+    b.extend(0u64.to_le_bytes());
+    b
+}
