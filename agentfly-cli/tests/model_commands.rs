@@ -1,7 +1,6 @@
 //! `agentfly render`, `logits` and `generate` against the fixtures, as a user runs them.
 
 use serde_json::Value;
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use agentfly_testdata::{fixtures, smollm2_gguf as smollm2};
@@ -19,12 +18,14 @@ fn agentfly(args: &[&str]) -> Output {
     out
 }
 
-fn temp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("agentfly-cli-{}-{name}", std::process::id()))
+/// A scratch directory, removed when the test ends.
+fn scratch() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
 }
 
 #[test]
 fn render_prints_every_qwen3_fixture_exactly() {
+    let tmp = scratch();
     let dir = fixtures();
     let cases: Vec<Value> = serde_json::from_str(
         &std::fs::read_to_string(dir.join("qwen3-template/renders.json")).unwrap(),
@@ -32,7 +33,7 @@ fn render_prints_every_qwen3_fixture_exactly() {
     .unwrap();
     let template = dir.join("qwen3-template/tokenizer_config.json");
     for (i, case) in cases.iter().enumerate() {
-        let conversation = temp(&format!("conv{i}.json"));
+        let conversation = tmp.path().join(format!("conv{i}.json"));
         std::fs::write(&conversation, case.to_string()).unwrap();
         let out = agentfly(&[
             "render",
@@ -52,6 +53,7 @@ fn render_prints_every_qwen3_fixture_exactly() {
 
 #[test]
 fn logits_writes_the_forward_pass_of_tiny_qwen2() {
+    let tmp = scratch();
     let dir = fixtures();
     let bytes = std::fs::read(dir.join("tiny-qwen2/reference.safetensors")).unwrap();
     let reference = safetensors::SafeTensors::deserialize(&bytes).unwrap();
@@ -66,7 +68,7 @@ fn logits_writes_the_forward_pass_of_tiny_qwen2() {
         .chunks(16)
         .map(|r| r.iter().map(i64::to_string).collect::<Vec<_>>().join(","))
         .collect();
-    let out_file = temp("logits.safetensors");
+    let out_file = tmp.path().join("logits.safetensors");
     agentfly(&[
         "logits",
         "--model",
@@ -99,12 +101,13 @@ fn logits_writes_the_forward_pass_of_tiny_qwen2() {
 
 #[test]
 fn generate_json_reproduces_smollm2_greedy_fixture() {
+    let tmp = scratch();
     let cases: Value = serde_json::from_str(
         &std::fs::read_to_string(fixtures().join("smollm2/greedy.json")).unwrap(),
     )
     .unwrap();
     let case = &cases[0];
-    let messages = temp("messages.json");
+    let messages = tmp.path().join("messages.json");
     std::fs::write(
         &messages,
         serde_json::json!({"messages": case["messages"]}).to_string(),
@@ -167,6 +170,7 @@ fn bad_model_paths_and_devices_fail_clearly() {
 
 #[test]
 fn rollout_writes_one_line_per_trajectory_and_a_summary() {
+    let tmp = scratch();
     let shot = serde_json::json!([
         {"role": "user", "content": "What is 17 * 3?"},
         {"role": "assistant", "content": "<tool_call>{\"name\": \"calculator\", \"arguments\": {\"expression\": \"17 * 3\"}}</tool_call>"},
@@ -174,7 +178,7 @@ fn rollout_writes_one_line_per_trajectory_and_a_summary() {
         {"role": "assistant", "content": "<tool_call>{\"name\": \"submit_answer\", \"arguments\": {\"answer\": \"51\"}}</tool_call>"},
         {"role": "tool", "name": "submit_answer", "content": "Answer submitted: 51"}
     ]);
-    let data = temp("rollout.jsonl");
+    let data = tmp.path().join("rollout.jsonl");
     let mut lines = String::new();
     for (id, q, a) in [
         ("x", "What is 123 * 45?", 5535),
@@ -188,7 +192,7 @@ fn rollout_writes_one_line_per_trajectory_and_a_summary() {
         lines.push('\n');
     }
     std::fs::write(&data, lines).unwrap();
-    let out = temp("traj.jsonl");
+    let out = tmp.path().join("traj.jsonl");
     let model = smollm2();
     let run = agentfly(&[
         "rollout",
@@ -257,7 +261,8 @@ fn rollout_writes_one_line_per_trajectory_and_a_summary() {
 
 #[test]
 fn train_then_eval_a_checkpoint() {
-    let dir = temp("train");
+    let tmp = scratch();
+    let dir = tmp.path().join("train");
     std::fs::create_dir_all(&dir).unwrap();
     // Answers no response can match: every group's rewards are equal, dynamic sampling
     // drops them all, and the step has nothing to learn — the machinery runs, fast.

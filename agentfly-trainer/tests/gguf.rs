@@ -10,7 +10,6 @@ use agentfly_testdata::gguf_header;
 use agentfly_trainer::Pretrained;
 use agentfly_trainer::io::GgufFile;
 use safetensors::SafeTensors;
-use std::path::PathBuf;
 
 fn f32s(file: &SafeTensors<'_>, name: &str) -> Vec<f32> {
     file.tensor(name)
@@ -87,14 +86,10 @@ fn a_qwen2_gguf_computes_the_logits_of_transformers() {
     assert!(worst < 1e-4, "max |Δlogit| vs transformers = {worst}");
 }
 
-fn temp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("agentfly-gguf-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
 #[test]
 fn corrupt_counts_and_dimensions_are_errors_not_allocations() {
+    let tmp = tempfile::tempdir().unwrap();
+    let temp = |name: &str| tmp.path().join(name);
     let cases: [(&str, Vec<u8>, &str); 4] = [
         (
             "count",
