@@ -6,7 +6,6 @@
 use crate::JobError;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// An open run directory.
@@ -142,29 +141,6 @@ pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, JobError> 
         .collect()
 }
 
-/// Appends one value as a line of a JSON Lines file.
-pub fn append_jsonl(path: &Path, value: &impl Serialize) -> Result<(), JobError> {
-    let line =
-        serde_json::to_string(value).map_err(|e| JobError::State(format!("serializing: {e}")))?;
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(JobError::io(path))?;
-    writeln!(file, "{line}").map_err(JobError::io(path))
-}
-
-/// Rewrites a JSON Lines file whole with `values`.
-pub fn write_jsonl(path: &Path, values: &[impl Serialize]) -> Result<(), JobError> {
-    let mut text = String::new();
-    for v in values {
-        text +=
-            &serde_json::to_string(v).map_err(|e| JobError::State(format!("serializing: {e}")))?;
-        text.push('\n');
-    }
-    write(path, &text)
-}
-
 /// `key: old → new` for each setting that differs.
 fn differences(a: &impl Serialize, b: &impl Serialize) -> Vec<String> {
     let (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(b))) =
@@ -234,14 +210,14 @@ mod tests {
     }
 
     #[test]
-    fn json_lines_append_and_read_back() {
+    fn json_lines_read_back_and_a_bad_line_is_named() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("v.jsonl");
         assert!(read_jsonl::<u32>(&path).unwrap().is_empty());
-        append_jsonl(&path, &1u32).unwrap();
-        append_jsonl(&path, &2u32).unwrap();
+        std::fs::write(&path, "1\n\n2\n").unwrap();
         assert_eq!(read_jsonl::<u32>(&path).unwrap(), [1, 2]);
-        write_jsonl(&path, &[3u32]).unwrap();
-        assert_eq!(read_jsonl::<u32>(&path).unwrap(), [3]);
+        std::fs::write(&path, "1\nx\n").unwrap();
+        let err = read_jsonl::<u32>(&path).unwrap_err().to_string();
+        assert!(err.contains("line 2"), "{err}");
     }
 }

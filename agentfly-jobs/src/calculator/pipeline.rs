@@ -7,9 +7,11 @@ use super::report;
 use super::settings::NO_TOOL_PROMPT;
 use crate::JobError;
 use crate::evaluation::{evaluate, summary_line, validate};
-use crate::run_dir::{append_jsonl, to_json, write_jsonl};
+use crate::run_dir::to_json;
 use agentfly_core::Sample;
-use agentfly_trainer::run::{EvalReport, SFT_MODEL, Trainer, TrainerConfig};
+use agentfly_trainer::run::{
+    EvalReport, MetricsLog, SFT_MODEL, Trainer, TrainerConfig, print_line,
+};
 
 /// Runs every stage not done yet, then writes the report and prints its table.
 pub fn run(job: &Job) -> Result<(), JobError> {
@@ -98,25 +100,25 @@ fn rl(job: &Job, trainer: &mut Trainer, val: &[Sample]) -> Result<(), JobError> 
     if trainer.step() > 0 {
         eprintln!("    resuming RL from step {}", trainer.step());
     }
-    let val_path = job.validation_path();
-    let mut points = job.validation()?;
-    points.retain(|p| p.step <= trainer.step());
-    write_jsonl(&val_path, &points)?;
+    // Points past the step RL resumes from are redone, like the trainer's own metrics.
+    let log = MetricsLog::new(job.validation_path());
+    let last = job
+        .validation()?
+        .into_iter()
+        .filter(|p| p.step <= trainer.step())
+        .last();
+    log.keep_until(trainer.step())?;
     let due =
         |step: usize| step > 0 && (step.is_multiple_of(s.eval_every.max(1)) || step == s.steps);
-    if due(trainer.step()) && points.last().is_none_or(|p| p.step < trainer.step()) {
+    if due(trainer.step()) && last.is_none_or(|p| p.step < trainer.step()) {
         let point = validate(trainer, val, trainer.step(), None)?;
-        append_jsonl(&val_path, &point)?;
+        log.append(&point)?;
     }
     trainer.train_with(|t, m, bar| {
         if due(m.step) {
             let point = validate(t, val, m.step, Some(bar))?;
-            if bar.is_hidden() {
-                eprintln!("{}", point.line());
-            } else {
-                bar.println(point.line());
-            }
-            append_jsonl(&val_path, &point)?;
+            print_line(bar, &point.line());
+            log.append(&point)?;
         }
         Ok(())
     })?;

@@ -49,7 +49,7 @@ pub use config::{
 };
 pub use error::TrainError;
 pub use eval::{EvalReport, accuracy_of, correct_of, wilson_interval};
-pub use metrics::{MetricsLog, StepMetrics, TrainSummary, progress_bar};
+pub use metrics::{MetricsLog, StepMetrics, TrainSummary, print_line, progress_bar};
 pub use rows::{RowInputs, effective_mask, training_rows};
 pub use sampler::Sampler;
 pub use sft::{SFT_MODEL, SftReport};

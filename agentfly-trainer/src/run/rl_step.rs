@@ -110,6 +110,7 @@ impl Trainer {
         let dynamic = rollout.dynamic_sampling;
         let mut filter = GroupFilter::new(target);
         let mut all = Vec::new();
+        let mut scored = Vec::new();
         let mut rounds = 0;
         let max_rounds = if dynamic {
             rollout.max_rounds.max(1)
@@ -129,22 +130,23 @@ impl Trainer {
             let (trajectories, _) = self.rollout(&samples, rollout.chains, &chain, seed, |_| {})?;
             all.extend(trajectories.iter().cloned());
             // A trajectory without a reward is counted, never trained on as if it scored 0.
-            let trajectories: Vec<Trajectory> = trajectories
+            let round: Vec<Trajectory> = trajectories
                 .into_iter()
                 .filter(|t| t.reward.is_some())
                 .collect();
-            if dynamic {
-                filter.add(trajectories);
-                if filter.is_full() {
-                    break;
-                }
+            if !dynamic {
+                scored = round;
+                continue;
+            }
+            filter.add(round);
+            if filter.is_full() {
+                break;
             }
         }
         Ok(if dynamic {
             let dropped = filter.dropped_groups();
             (all, filter.into_trajectories(), dropped, rounds)
         } else {
-            let scored = all.iter().filter(|t| t.reward.is_some()).cloned().collect();
             (all, scored, 0, rounds)
         })
     }
