@@ -9,6 +9,11 @@ use std::process::ExitCode;
 // A crate that nothing names is dropped by the linker, and its tools with it.
 agentfly_core::link!(agentfly_tools, agentfly_envs);
 
+// Freed training memory is kept for the next step instead of going back to the OS
+// (agentfly_trainer::alloc).
+#[global_allocator]
+static ALLOC: agentfly_trainer::alloc::Allocator = agentfly_trainer::alloc::Allocator;
+
 /// Train language-model agents with reinforcement learning over multi-turn tool use.
 #[derive(Parser)]
 #[command(name = "agentfly", version, about)]
@@ -54,6 +59,7 @@ enum TaskCommand {
 }
 
 fn main() -> ExitCode {
+    agentfly_trainer::alloc::retain_freed_memory();
     let cli = Cli::parse();
     let result = agentfly_core::registry::check()
         .map_err(anyhow::Error::from)

@@ -35,6 +35,7 @@ fn best_of(runs: usize, mut f: impl FnMut()) -> f64 {
 }
 
 fn main() {
+    agentfly_trainer::alloc::retain_freed_memory();
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` asks benches to list their tests.
     }

@@ -76,6 +76,7 @@ struct Measured {
 }
 
 fn main() {
+    agentfly_trainer::alloc::retain_freed_memory();
     if std::env::args().any(|a| a == "--list") {
         return;
     }

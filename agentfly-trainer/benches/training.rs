@@ -22,6 +22,7 @@ const SEQ: usize = 512;
 const RUNS: usize = 3;
 
 fn main() {
+    agentfly_trainer::alloc::retain_freed_memory();
     if std::env::args().any(|a| a == "--list") {
         return;
     }

@@ -9,6 +9,9 @@ use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Device, Distribution, Int, Tensor};
 use std::time::Instant;
 
+#[global_allocator]
+static ALLOC: agentfly_trainer::alloc::Allocator = agentfly_trainer::alloc::Allocator;
+
 fn time(label: &str, reps: usize, mut f: impl FnMut() -> Tensor<3>) {
     let _ = f().into_data();
     let start = Instant::now();
@@ -22,6 +25,7 @@ fn time(label: &str, reps: usize, mut f: impl FnMut() -> Tensor<3>) {
 }
 
 fn main() {
+    agentfly_trainer::alloc::retain_freed_memory();
     let args: Vec<usize> = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse().ok())

@@ -14,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod device;
 pub mod engine;
 pub mod error;

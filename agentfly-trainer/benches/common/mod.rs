@@ -10,6 +10,11 @@ use std::process::Command;
 
 pub use agentfly_testdata::{repo, smollm2_gguf};
 
+// As in the `agentfly` binary: freed memory is kept for the next step
+// (agentfly_trainer::alloc); `main` calls `retain_freed_memory` first.
+#[global_allocator]
+static ALLOC: agentfly_trainer::alloc::Allocator = agentfly_trainer::alloc::Allocator;
+
 /// The same weights as a Hugging Face directory, for the peer (saved once).
 pub fn smollm2_hf_dir() -> PathBuf {
     let dir = repo().join("target/bench/smollm2-hf");

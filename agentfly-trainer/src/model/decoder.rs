@@ -7,7 +7,7 @@ use super::{KvCache, ModelConfig, Rope};
 use crate::error::ModelError;
 use crate::io::{HostTensor, Weights};
 use burn::module::{Module, Param};
-use burn::tensor::activation::silu;
+use burn::tensor::activation::{silu, softmax};
 use burn::tensor::module::{attention, embedding, linear};
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
@@ -404,19 +404,9 @@ impl Attention {
                 attention(q, k, v, Some(mask), None, options(false))
                     .reshape([batch, self.heads, len, hd])
             }
-            // The plain causal pass (scoring, training): keys and values repeated per head.
-            None => {
-                let repeat = |t: Tensor<4>| {
-                    if group == 1 {
-                        t
-                    } else {
-                        t.unsqueeze_dim::<5>(2)
-                            .expand([batch, self.kv_heads, group, keys, hd])
-                            .reshape([batch, self.heads, keys, hd])
-                    }
-                };
-                attention(q, repeat(k), repeat(v), None, None, options(true))
-            }
+            // The plain causal pass (scoring, training).
+            None if len > 1 => causal_attention(q, k, v, group),
+            None => attention(q, k, v, None, None, options(true)),
         };
         let out = if len == 1 {
             out.reshape([batch, 1, q_width])
@@ -427,11 +417,102 @@ impl Attention {
     }
 }
 
+/// Query rows per block of [`causal_attention`].
+const ATTENTION_BLOCK: usize = 128;
+
+/// Causal self-attention without a cache (`q` [batch, heads, len, d], `k` and `v`
+/// [batch, kv_heads, len, d]), one block of query rows at a time: block `i` attends only to
+/// the keys up to its last row, so the scores cover about half the `len × len` square
+/// instead of all of it, and only the block's own square needs the causal mask. Under
+/// autodiff, where Burn's fused attention is not available, this halves the largest
+/// tensors of a training step (scores and probabilities, kept for the backward pass) and
+/// the passes over them. The query heads that share a key/value head are stacked as
+/// query rows, so keys and values are never copied per head.
+fn causal_attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, group: usize) -> Tensor<4> {
+    let [batch, heads, len, hd] = q.dims();
+    let kv_heads = heads / group;
+    let device = q.device();
+    let q = q * (1.0 / (hd as f64).sqrt());
+    let mut outs = Vec::with_capacity(len.div_ceil(ATTENTION_BLOCK));
+    let mut start = 0;
+    while start < len {
+        let rows = ATTENTION_BLOCK.min(len - start);
+        let end = start + rows;
+        let q_block = q
+            .clone()
+            .narrow(2, start, rows)
+            .reshape([batch, kv_heads, group * rows, hd]);
+        let keys = k.clone().narrow(2, 0, end);
+        let scores = q_block.matmul(keys.swap_dims(2, 3));
+        // Row r (query start + r) may see keys 0..=start + r.
+        let bias: Vec<f32> = (0..group * rows)
+            .flat_map(|i| {
+                let r = i % rows;
+                (0..end).map(move |c| {
+                    if c > start + r {
+                        f32::NEG_INFINITY
+                    } else {
+                        0.0
+                    }
+                })
+            })
+            .collect();
+        let bias = Tensor::<2>::from_data(TensorData::new(bias, [group * rows, end]), &device)
+            .unsqueeze_dims::<4>(&[0, 1]);
+        let probs = softmax(scores + bias, 3);
+        let out = probs.matmul(v.clone().narrow(2, 0, end));
+        outs.push(out.reshape([batch, heads, rows, hd]));
+        start = end;
+    }
+    Tensor::cat(outs, 2)
+}
+
 impl Mlp {
     fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         let both = self.gate_up.forward(x);
         let gate = both.clone().narrow(2, 0, self.intermediate);
         let up = both.narrow(2, self.intermediate, self.intermediate);
         self.down.forward(silu(gate) * up)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::Distribution;
+
+    /// Keys and values repeated per query head, for the reference attention.
+    fn repeat(t: Tensor<4>, group: usize) -> Tensor<4> {
+        let [b, kv, len, d] = t.dims();
+        t.unsqueeze_dim::<5>(2)
+            .expand([b, kv, group, len, d])
+            .reshape([b, kv * group, len, d])
+    }
+
+    #[test]
+    fn blocked_causal_attention_equals_the_masked_square() {
+        let device = Device::flex();
+        // Three blocks, the last one partial; three query heads per key/value head.
+        let (batch, kv, group, len, d) = (2, 2, 3, 2 * ATTENTION_BLOCK + 37, 16);
+        let normal = Distribution::Normal(0.0, 1.0);
+        let q = Tensor::<4>::random([batch, kv * group, len, d], normal, &device);
+        let k = Tensor::<4>::random([batch, kv, len, d], normal, &device);
+        let v = Tensor::<4>::random([batch, kv, len, d], normal, &device);
+        let options = AttentionModuleOptions {
+            scale: None,
+            softcap: None,
+            is_causal: true,
+        };
+        let want = attention(
+            q.clone(),
+            repeat(k.clone(), group),
+            repeat(v.clone(), group),
+            None,
+            None,
+            options,
+        );
+        let got = causal_attention(q, k, v, group);
+        let diff = (got - want).abs().max().into_scalar::<f32>();
+        assert!(diff < 1e-5, "largest difference {diff}");
     }
 }

@@ -49,6 +49,7 @@ impl Trainer {
             message,
         };
         config.validate().map_err(invalid)?;
+        crate::alloc::retain_freed_memory();
         let toolbox = Toolbox::from_names(&config.agent.tools)?;
         let rewards = Rewards::from_names(std::slice::from_ref(&config.agent.reward))?;
         let format = format_by_name(&config.agent.format).expect("validated");

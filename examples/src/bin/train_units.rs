@@ -10,6 +10,11 @@ use agentfly_trainer::run::Trainer;
 // Name every tool crate once, or the linker drops it and its tools are missing.
 agentfly_core::link!(agentfly_tools, agentfly_examples);
 
+// Freed training memory is kept for the next step instead of going back to the OS
+// (agentfly_trainer::alloc).
+#[global_allocator]
+static ALLOC: agentfly_trainer::alloc::Allocator = agentfly_trainer::alloc::Allocator;
+
 fn main() -> anyhow::Result<()> {
     let config = std::env::args()
         .nth(1)
