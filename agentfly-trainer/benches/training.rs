@@ -1,7 +1,14 @@
-//! Training throughput of SmolLM2-135M in f32 (`AGENTFLY_DEVICE`, default cpu): one step
-//! of forward, backward, global-norm clipping and AdamW on the causal-LM loss, micro-batch
-//! 4 × 512 tokens, against the same step in PyTorch (transformers) on the same weights in
-//! the same run.
+//! Training throughput of SmolLM2-135M in f32 (`AGENTFLY_DEVICE`, default cpu), against
+//! PyTorch (transformers) on the same weights in the same run, at two shapes:
+//!
+//! - **lm**: one step of forward, backward, global-norm clipping and AdamW on the causal-LM
+//!   loss of a micro-batch of 4 × 512 tokens (every position learns);
+//! - **rl**: one PPO update (old log-probs, then the clipped surrogate with gradient
+//!   accumulation, clipping, AdamW) over 16 trajectories of mixed lengths (192–1024 tokens)
+//!   where only the sampled turns (about a third of the tokens) learn: agentfly's own
+//!   `policy_update`; the peer does it the way Python RL trainers do on one device.
+//!
+//! Each shape runs in a child process of its own, so its peak resident memory is its own.
 //!
 //! ```sh
 //! scripts/setup && cargo run --release -- fetch-model   # the transformers peer; the SmolLM2 GGUF
@@ -9,30 +16,154 @@
 //! ```
 
 use agentfly_trainer::Pretrained;
-use agentfly_trainer::train::{OptimConfig, Packed, clip_grad_norm, sft_loss, token_logprobs};
+use agentfly_trainer::train::{
+    Actor, OptimConfig, Packed, PolicyRow, TrainSection, clip_grad_norm, policy_update, sft_loss,
+    token_logprobs,
+};
 use burn::optim::GradientsParams;
 use burn::tensor::{Tensor, TensorData};
 use rand::{Rng, SeedableRng};
+use serde_json::json;
+use std::process::Command;
+use std::time::Instant;
 
 mod common;
-use std::time::Instant;
 
 const BATCH: usize = 4;
 const SEQ: usize = 512;
+const RL_ROWS: usize = 16;
+/// The peer's micro-batch: rows in the batch's order (TRL's per-device batch of 4).
+const PEER_ROWS_PER_MICRO: usize = 4;
 const RUNS: usize = 3;
 
 fn main() {
     agentfly_trainer::alloc::retain_freed_memory();
-    if std::env::args().any(|a| a == "--list") {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--list") {
         return;
     }
-    let gguf = common::smollm2_gguf();
-    let device_name = std::env::var("AGENTFLY_DEVICE").unwrap_or_else(|_| "cpu".into());
-    let device = agentfly_trainer::device::parse_device(&device_name)
-        .expect("device")
-        .autodiff();
-    let model = Pretrained::load(&gguf, &device).expect("load SmolLM2");
+    if let Some(i) = args.iter().position(|a| a == "--shape") {
+        let result = match args[i + 1].as_str() {
+            "lm" => lm_shape(),
+            "rl" => rl_shape(),
+            other => panic!("unknown shape {other}"),
+        };
+        println!("{result}");
+        return;
+    }
     let hf_dir = common::smollm2_hf_dir();
+    let model_arg = hf_dir.to_string_lossy().into_owned();
+    let mut table = Vec::new();
+    for (shape, label, script, extra) in [
+        (
+            "lm",
+            format!("causal-LM step, {BATCH} × {SEQ} (every position learns)"),
+            "transformers_train.py",
+            vec![
+                "--batch".to_string(),
+                BATCH.to_string(),
+                "--seq".into(),
+                SEQ.to_string(),
+            ],
+        ),
+        (
+            "rl",
+            format!("PPO update, {RL_ROWS} trajectories of 192–1024 tokens (sampled turns learn)"),
+            "transformers_rl_step.py",
+            vec![
+                "--rows".to_string(),
+                rows_file().to_string_lossy().into_owned(),
+            ],
+        ),
+    ] {
+        eprintln!("agentfly: {label} ...");
+        let out = Command::new(std::env::current_exe().expect("own path"))
+            .args(["--shape", shape])
+            .output()
+            .expect("run the shape");
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "the {shape} shape failed");
+        let ours: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("the shape's JSON");
+        let mut peer_args = vec!["--model".to_string(), model_arg.clone()];
+        peer_args.extend(extra);
+        peer_args.extend(["--runs".to_string(), RUNS.to_string()]);
+        let peer = common::run_peer(script, &peer_args);
+        table.push((label, ours, peer));
+    }
+    println!("\n## Training: SmolLM2-135M-Instruct, f32, CPU\n");
+    println!(
+        "| shape | tokens | agentfly (burn flex) tok/s | PyTorch tok/s | ratio | agentfly s/step | PyTorch s/step | agentfly peak GB | PyTorch peak GB |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (label, ours, peer) in &table {
+        let tokens = ours["tokens"].as_f64().expect("tokens");
+        let mine = ours["seconds"].as_f64().expect("seconds");
+        let theirs = peer.as_ref().and_then(|p| p["seconds"].as_f64());
+        let fmt = |x: Option<f64>, f: &dyn Fn(f64) -> String| x.map_or("-".into(), f);
+        println!(
+            "| {label} | {tokens:.0} | {:.0} | {} | {} | {mine:.2} | {} | {:.1} | {} |",
+            tokens / mine,
+            fmt(theirs, &|t| format!("{:.0}", tokens / t)),
+            fmt(theirs, &|t| format!("{:.2}×", t / mine)),
+            fmt(theirs, &|t| format!("{t:.2}")),
+            ours["peak_bytes"].as_f64().unwrap_or(0.0) / 1e9,
+            fmt(
+                peer.as_ref().and_then(|p| p["peak_bytes"].as_f64()),
+                &|b| format!("{:.1}", b / 1e9)
+            ),
+        );
+    }
+    if let Some((_, _, Some(p))) = table.first() {
+        println!("\npeer: torch {} with {} threads", p["torch"], p["threads"]);
+    }
+}
+
+fn device() -> burn::tensor::Device {
+    let name = std::env::var("AGENTFLY_DEVICE").unwrap_or_else(|_| "cpu".into());
+    // As a run trains by default (`train.gradient_checkpointing`).
+    let checkpointing = TrainSection::default().gradient_checkpointing;
+    agentfly_trainer::device::training(
+        agentfly_trainer::device::parse_device(&name).expect("device"),
+        checkpointing,
+    )
+}
+
+/// The process's peak resident memory so far (Linux `VmHWM`), in bytes.
+fn peak_bytes() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb * 1024.0)
+}
+
+/// Best of `RUNS` timed calls after one warm-up, with the phases on stderr when
+/// `AGENTFLY_BENCH_PROFILE` is set.
+fn best_of(mut step: impl FnMut() -> String) -> f64 {
+    let profile = std::env::var_os("AGENTFLY_BENCH_PROFILE").is_some();
+    let mut best = f64::INFINITY;
+    for run in 0..=RUNS {
+        let start = Instant::now();
+        let phases = step();
+        let took = start.elapsed().as_secs_f64();
+        if profile {
+            eprintln!(
+                "  {}: {took:.2}s {phases}",
+                if run == 0 { "warm-up" } else { "step" }
+            );
+        }
+        if run > 0 {
+            best = best.min(took);
+        }
+    }
+    best
+}
+
+fn lm_shape() -> serde_json::Value {
+    let device = device();
+    let model = Pretrained::load(common::smollm2_gguf(), &device).expect("load SmolLM2");
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
     let vocab = model.config.vocab_size as u32;
     let seqs: Vec<Vec<u32>> = (0..BATCH)
@@ -48,67 +179,83 @@ fn main() {
         ..OptimConfig::default()
     };
     let mut optim = config.init();
-    let mut decoder = model.decoder.clone();
-    let profile = std::env::var_os("AGENTFLY_BENCH_PROFILE").is_some();
-    let mut step = |decoder: agentfly_trainer::model::Decoder| {
+    let mut decoder = Some(model.decoder.clone());
+    let seconds = best_of(|| {
         let t = Instant::now();
-        let (lp, _) = token_logprobs(&decoder, &model.rope, packed.ids.clone(), false);
+        let d = decoder.take().expect("decoder");
+        let (lp, _) = token_logprobs(&d, &model.rope, packed.ids.clone(), false);
         let loss = sft_loss(lp, weights.clone());
         let value = loss.clone().into_scalar::<f32>();
         let forward = t.elapsed().as_secs_f64();
-        let mut grads = GradientsParams::from_grads(loss.backward(), &decoder);
+        let mut grads = GradientsParams::from_grads(loss.backward(), &d);
         let backward = t.elapsed().as_secs_f64() - forward;
-        clip_grad_norm(&decoder, &mut grads, 1.0);
-        let clip = t.elapsed().as_secs_f64() - forward - backward;
-        let d = optim.step(config.lr, decoder, grads);
-        let _ = d.norm.weight.val().into_data();
-        if profile {
-            let adam = t.elapsed().as_secs_f64() - forward - backward - clip;
-            eprintln!(
-                "loss {value:.3}: forward {forward:.2}s backward {backward:.2}s clip {clip:.2}s adamw {adam:.2}s"
-            );
-        }
-        d
-    };
-    eprintln!("agentfly: warm-up step ...");
-    decoder = step(decoder);
-    let mut best = f64::INFINITY;
-    for _ in 0..RUNS {
-        let start = Instant::now();
-        decoder = step(decoder);
+        clip_grad_norm(&d, &mut grads, 1.0);
+        let d = optim.step(config.lr, d, grads);
         // Make sure the update happened before the clock stops.
-        let _ = decoder.norm.weight.val().into_data();
-        best = best.min(start.elapsed().as_secs_f64());
-    }
-    let peer = common::run_peer(
-        "transformers_train.py",
-        &[
-            "--model".into(),
-            hf_dir.to_string_lossy().into_owned(),
-            "--batch".into(),
-            BATCH.to_string(),
-            "--seq".into(),
-            SEQ.to_string(),
-            "--runs".into(),
-            RUNS.to_string(),
-        ],
-    );
-    let tokens = (BATCH * SEQ) as f64;
-    println!("\n## Training step: SmolLM2-135M-Instruct, f32, CPU, micro-batch {BATCH} × {SEQ}\n");
-    println!("| measurement | agentfly (burn flex) | PyTorch (transformers) | ratio |");
-    println!("|---|---:|---:|---:|");
-    let theirs = peer.as_ref().and_then(|p| p["seconds"].as_f64());
-    println!(
-        "| forward + backward + clip + AdamW, tokens/s | {:.0} | {} | {} |",
-        tokens / best,
-        theirs.map_or("-".into(), |t| format!("{:.0}", tokens / t)),
-        theirs.map_or("-".into(), |t| format!("{:.2}×", t / best)),
-    );
-    println!(
-        "| seconds per step | {best:.2} | {} | |",
-        theirs.map_or("-".into(), |t| format!("{t:.2}"))
-    );
-    if let Some(p) = &peer {
-        println!("\npeer: torch {} with {} threads", p["torch"], p["threads"]);
-    }
+        let _ = d.norm.weight.val().into_data();
+        decoder = Some(d);
+        format!("(loss {value:.3}: forward {forward:.2}s, backward {backward:.2}s)")
+    });
+    json!({"tokens": BATCH * SEQ, "seconds": seconds, "peak_bytes": peak_bytes()})
+}
+
+/// 16 trajectories: a prompt, then sampled turns (learned) and tool observations (not)
+/// in turn, with one advantage per trajectory. Written for the peer too.
+fn rl_rows() -> Vec<PolicyRow> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+    (0..RL_ROWS)
+        .map(|_| {
+            let len = rng.random_range(192..=1024);
+            let tokens: Vec<u32> = (0..len).map(|_| rng.random_range(100..49152)).collect();
+            let mut mask = vec![0.0; len];
+            let mut t = rng.random_range(100..160);
+            while t < len {
+                let turn = rng.random_range(24..64).min(len - t);
+                mask[t..t + turn].fill(1.0);
+                t += turn + rng.random_range(24..64);
+            }
+            let advantage = if rng.random_bool(0.5) { 1.0 } else { -1.0 };
+            PolicyRow {
+                tokens,
+                advantages: vec![advantage; len],
+                mask,
+                ..PolicyRow::default()
+            }
+        })
+        .collect()
+}
+
+fn rows_file() -> std::path::PathBuf {
+    let path = common::repo().join("target/bench/rl_rows.json");
+    let rows: Vec<_> = rl_rows()
+        .into_iter()
+        .map(|r| json!({"tokens": r.tokens, "mask": r.mask, "advantage": r.advantages[0]}))
+        .collect();
+    std::fs::create_dir_all(path.parent().expect("dir")).expect("target/bench");
+    let spec = json!({"rows": rows, "micro_batch_rows": PEER_ROWS_PER_MICRO});
+    std::fs::write(&path, spec.to_string()).expect("write the rows");
+    path
+}
+
+fn rl_shape() -> serde_json::Value {
+    let device = device();
+    let model = Pretrained::load(common::smollm2_gguf(), &device).expect("load SmolLM2");
+    let rows = rl_rows();
+    let tokens: usize = rows.iter().map(|r| r.tokens.len()).sum();
+    let config = OptimConfig {
+        lr: 1e-6,
+        weight_decay: 0.0,
+        ..OptimConfig::default()
+    };
+    let mut actor = Actor::new(model.decoder.clone(), model.rope.clone(), config, 100);
+    let section = TrainSection::default();
+    let seconds = best_of(|| {
+        let report = policy_update(&mut actor, &mut None, None, &rows, &section);
+        let _ = actor.decoder().norm.weight.val().into_data();
+        format!(
+            "(loss {:.4}, {} learned tokens, {} micro-batches)",
+            report.loss, report.tokens, report.micro_batches
+        )
+    });
+    json!({"tokens": tokens, "seconds": seconds, "peak_bytes": peak_bytes()})
 }

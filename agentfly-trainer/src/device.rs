@@ -6,6 +6,20 @@
 
 use burn::tensor::Device;
 
+/// `device` with autodiff for training. With `checkpointing`, Burn's balanced gradient
+/// checkpointing recomputes the cheap, memory-bound operations (norms, rotary embeddings,
+/// softmax, activations) in the backward pass from the matrix products' outputs instead of
+/// keeping their results: a 4 × 512 SmolLM2 step peaks at 7.0 GB instead of 9.4 GB for
+/// about 5% more time (BENCHMARKS.md). Every tensor of one update must come from the same
+/// kind of training device.
+pub fn training(device: Device, checkpointing: bool) -> Device {
+    if checkpointing {
+        device.autodiff().gradient_checkpointing()
+    } else {
+        device.autodiff()
+    }
+}
+
 /// Parses `cpu`, `wgpu` or `cuda[:N]` into a device; the error says which feature is
 /// missing or what is accepted.
 pub fn parse_device(name: &str) -> Result<Device, String> {

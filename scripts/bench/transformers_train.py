@@ -4,6 +4,7 @@ causal-LM loss on the same weights, batch and sequence length. Prints JSON."""
 import argparse
 import json
 import os
+import resource
 import time
 
 import torch
@@ -41,7 +42,8 @@ def main():
         step()
         times.append(time.perf_counter() - start)
     print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(),
-                      "seconds": min(times)}))
+                      "seconds": min(times),
+                      "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
 
 
 if __name__ == "__main__":

@@ -82,7 +82,9 @@ impl Trainer {
         };
         // Loaded once, on the autodiff device; the engine serves a copy without autodiff,
         // as it does after every update.
-        let trained = Pretrained::load(&source, &device.clone().autodiff())?;
+        let train_device =
+            crate::device::training(device.clone(), config.train.gradient_checkpointing);
+        let trained = Pretrained::load(&source, &train_device)?;
         let serving = Pretrained {
             config: trained.config.clone(),
             decoder: trained.decoder.valid(),
@@ -127,7 +129,6 @@ impl Trainer {
         );
         // The policy is scored at the temperature its rollouts sample at.
         actor.temperature = config.chain.temperature;
-        let train_device = device.clone().autodiff();
         let mut critic = config.algorithm.estimator.needs_values().then(|| {
             Critic::new(
                 ValueHead::new(trained.config.hidden_size, &train_device),

@@ -21,6 +21,10 @@ pub struct TrainSection {
     pub mini_batches: usize,
     /// A micro-batch holds at most this many padded positions (at least one sequence).
     pub micro_batch_tokens: usize,
+    /// Recompute the memory-bound operations in the backward pass instead of keeping their
+    /// outputs (`device::training`): about a quarter less peak memory for about 5% more
+    /// time.
+    pub gradient_checkpointing: bool,
     /// Weight of the critic's value loss (estimator `gae`).
     pub value_coef: f32,
     /// How far a value may move from its rollout-time value before the loss clips it.
@@ -44,6 +48,7 @@ impl Default for TrainSection {
             ppo_epochs: 1,
             mini_batches: 1,
             micro_batch_tokens: 4096,
+            gradient_checkpointing: true,
             value_coef: 0.5,
             value_clip: 0.2,
             track_kl: false,
