@@ -40,6 +40,8 @@ pub fn purge_delay_ms() -> i64 {
     // SAFETY: reads one of mimalloc's option globals; `PURGE_DELAY` is a valid id.
     #[allow(unsafe_code)]
     let value = unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) };
+    // `c_long` is 64 bits here but 32 on some platforms.
+    #[allow(clippy::useless_conversion)]
     i64::from(value)
 }
 

@@ -279,19 +279,30 @@ fn with_estimator(config: PathBuf, estimator: &str) -> PathBuf {
 
 #[test]
 fn a_resumed_run_ends_exactly_where_an_uninterrupted_one_does() {
-    resume_equivalence("{ name = \"grpo\" }");
+    resume_equivalence("{ name = \"grpo\" }", false);
 }
 
 #[test]
 fn ppo_with_a_critic_trains_and_resumes_exactly() {
-    resume_equivalence("{ name = \"gae\", gamma = 1.0, lambda = 0.95 }");
+    resume_equivalence("{ name = \"gae\", gamma = 1.0, lambda = 0.95 }", false);
 }
 
-fn resume_equivalence(estimator: &str) {
+#[test]
+fn lora_trains_only_the_adapters_and_resumes_exactly() {
+    resume_equivalence("{ name = \"grpo\" }", true);
+}
+
+fn resume_equivalence(estimator: &str, lora: bool) {
     let dir = tempfile::tempdir().unwrap();
     let model = tiny_chat_model(dir.path());
-    let config =
-        |steps, out| with_estimator(write_config(dir.path(), &model, steps, out), estimator);
+    let config = |steps, out| {
+        let path = with_estimator(write_config(dir.path(), &model, steps, out), estimator);
+        if lora {
+            let text = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(&path, format!("{text}\n[lora]\nrank = 4\nalpha = 8.0\n")).unwrap();
+        }
+        path
+    };
     let gae = estimator.contains("gae");
 
     // Uninterrupted: 2 steps.
@@ -360,6 +371,17 @@ fn resume_equivalence(estimator: &str) {
         assert!(checkpoints.join("step-000002").join(f).exists(), "{f}");
     }
     assert_eq!(checkpoints.join("step-000002/critic.json").exists(), gae);
+    for f in [
+        "adapter/adapter_model.safetensors",
+        "adapter/adapter_config.json",
+    ] {
+        assert_eq!(
+            checkpoints.join("step-000002").join(f).exists(),
+            lora,
+            "{f}"
+        );
+        assert_eq!(out.join("model").join(f).exists(), lora, "{f}");
+    }
 
     // Interrupted after step 1 (a crash mid-checkpoint leaves an incomplete directory),
     // then resumed to step 2.
@@ -394,6 +416,30 @@ fn resume_equivalence(estimator: &str) {
         .map(|(x, y)| (x - y).abs())
         .fold(0.0, f32::max);
     assert!(moved > 1e-5, "training changed the weights");
+    if lora {
+        // Only the adapted projections moved: embeddings and norms are the base model's.
+        let load = |dir: &Path| Pretrained::load(dir, &common::device()).unwrap();
+        let (trained, base) = (load(&out.join("model")), load(&model));
+        let (t, b) = (
+            trained.decoder.to_weights(&trained.config),
+            base.decoder.to_weights(&base.config),
+        );
+        for name in ["model.embed_tokens.weight", "model.norm.weight"] {
+            assert_eq!(
+                t.get(name).unwrap().data,
+                b.get(name).unwrap().data,
+                "{name}"
+            );
+        }
+        assert_ne!(
+            t.get("model.layers.0.self_attn.q_proj.weight")
+                .unwrap()
+                .data,
+            b.get("model.layers.0.self_attn.q_proj.weight")
+                .unwrap()
+                .data
+        );
+    }
 }
 
 #[test]

@@ -66,6 +66,11 @@ impl Weights {
         self.tensors.contains_key(name)
     }
 
+    /// The tensor called `name`, if there is one.
+    pub fn get(&self, name: &str) -> Option<&HostTensor> {
+        self.tensors.get(name)
+    }
+
     /// The tensor names, sorted.
     pub fn names(&self) -> Vec<&str> {
         let mut names: Vec<&str> = self.tensors.keys().map(String::as_str).collect();

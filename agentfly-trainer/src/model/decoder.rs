@@ -3,6 +3,7 @@
 //! MLP → residual), a final RMSNorm and the output projection (tied to the embedding or
 //! not). Reference: transformers' `modeling_llama.py` / `modeling_qwen2.py`.
 
+use super::lora::LoraPart;
 use super::{KvCache, ModelConfig, Rope};
 use crate::error::ModelError;
 use crate::io::{HostTensor, Weights};
@@ -19,11 +20,23 @@ pub struct Projection {
     pub weight: Param<Tensor<2>>,
     /// `[out]`.
     pub bias: Option<Param<Tensor<1>>>,
+    /// Low-rank adapters on parts of the output (`model::lora`); empty without.
+    pub lora: Vec<LoraPart>,
 }
 
 impl Projection {
     fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        linear(x, self.weight.val(), self.bias.as_ref().map(|b| b.val()))
+        let out = linear(
+            x.clone(),
+            self.weight.val(),
+            self.bias.as_ref().map(|b| b.val()),
+        );
+        if self.lora.is_empty() {
+            out
+        } else {
+            let delta = self.lora_delta(x, &out);
+            out + delta
+        }
     }
 }
 
@@ -140,6 +153,7 @@ fn fused(
     Ok(Projection {
         weight: param(weight, [inp, total], device),
         bias: bias.then(|| param(HostTensor::new(vec![total], biases), [total], device)),
+        lora: Vec::new(),
     })
 }
 

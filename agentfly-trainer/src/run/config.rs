@@ -65,6 +65,9 @@ pub struct TrainerConfig {
     /// A supervised warm start on demonstrations, before RL.
     #[serde(default)]
     pub sft: Option<SftSection>,
+    /// Train low-rank adapters instead of every weight (SFT and RL alike).
+    #[serde(default)]
+    pub lora: Option<crate::model::LoraConfig>,
     /// Where checkpoints, metrics and the final model go.
     pub output: OutputSection,
 }
@@ -304,6 +307,9 @@ impl TrainerConfig {
 
     /// Checks the values; the message starts with the key at fault.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(lora) = &self.lora {
+            lora.validate()?;
+        }
         if !self.agent.format_bonus.is_finite() {
             return Err("agent.format_bonus: must be a finite number".into());
         }

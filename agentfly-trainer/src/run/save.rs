@@ -8,7 +8,26 @@ use crate::Pretrained;
 use crate::model::Rope;
 use std::path::{Path, PathBuf};
 
+/// Where a checkpoint or a saved model keeps the adapters alone (PEFT's layout), when the
+/// run trains adapters (`[lora]`); the model beside it has them merged.
+pub const ADAPTER_DIR: &str = "adapter";
+
 impl Trainer {
+    /// Writes the adapters alone into `dir/adapter` in PEFT's layout (nothing without
+    /// `[lora]`).
+    fn write_adapter(&self, dir: &Path) -> Result<(), crate::ModelError> {
+        let Some(lora) = &self.config.lora else {
+            return Ok(());
+        };
+        crate::model::save_adapter(
+            self.actor.decoder(),
+            &self.model_config,
+            lora,
+            &self.config.model.path.to_string_lossy(),
+            &dir.join(ADAPTER_DIR),
+        )
+    }
+
     /// The policy as a loadable model (weights without autodiff).
     fn pretrained(&self) -> Pretrained {
         Pretrained {
@@ -26,10 +45,13 @@ impl Trainer {
         let model = self.pretrained();
         let mut failure = None;
         checkpoint::replace_dir(dir, |tmp| {
-            model.save(tmp).map_err(|e| {
-                failure = Some(TrainError::Model(e));
-                std::io::Error::other("model")
-            })
+            model
+                .save(tmp)
+                .and_then(|()| self.write_adapter(tmp))
+                .map_err(|e| {
+                    failure = Some(TrainError::Model(e));
+                    std::io::Error::other("model")
+                })
         })
         .map_err(|e| failure.take().unwrap_or_else(|| io(dir)(e)))
     }
@@ -51,7 +73,10 @@ impl Trainer {
             &final_dir,
             self.config.output.keep_checkpoints,
             |tmp| {
-                if let Err(e) = model.save(&tmp.join("model")) {
+                if let Err(e) = model
+                    .save(&tmp.join("model"))
+                    .and_then(|()| self.write_adapter(tmp))
+                {
                     failure = Some(TrainError::Model(e));
                     return Err(std::io::Error::other("model"));
                 }

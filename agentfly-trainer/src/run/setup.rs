@@ -7,6 +7,7 @@ use super::checkpoint::{self, RunState};
 use super::config::{ConfigError, TrainerConfig};
 use super::error::{TrainError, io};
 use super::sampler::Sampler;
+use super::save::ADAPTER_DIR;
 use super::sft::SFT_MODEL;
 use super::trainer::Trainer;
 use crate::Pretrained;
@@ -18,7 +19,6 @@ use agentfly_core::data::read_jsonl;
 use agentfly_core::env::{EnvPools, PoolConfig};
 use agentfly_core::rollout::format::format_by_name;
 use agentfly_core::{Rewards, Toolbox};
-use burn::module::Module;
 use std::path::Path;
 
 impl Trainer {
@@ -76,18 +76,33 @@ impl Trainer {
             Some(dir) => Some(read_state(&dir.join("state.json"))?),
             None => None,
         };
+        // With adapters, a checkpoint's model/ holds them merged: a resumed run starts from
+        // the base model again and reads the adapters from adapter/.
         let source = match &checkpoint {
-            Some(dir) => dir.join("model"),
-            None => config.model.path.clone(),
+            Some(dir) if config.lora.is_none() => dir.join("model"),
+            _ => config.model.path.clone(),
         };
         // Loaded once, on the autodiff device; the engine serves a copy without autodiff,
         // as it does after every update.
         let train_device =
             crate::device::training(device.clone(), config.train.gradient_checkpointing);
-        let trained = Pretrained::load(&source, &train_device)?;
+        let mut trained = Pretrained::load(&source, &train_device)?;
+        if let Some(lora) = &config.lora {
+            trained.decoder = match &checkpoint {
+                Some(dir) => {
+                    let mut weights = crate::model::read_adapter(&dir.join(ADAPTER_DIR))?;
+                    trained
+                        .decoder
+                        .with_lora_weights(&trained.config, lora, &mut weights)?
+                }
+                None => trained
+                    .decoder
+                    .with_lora(&trained.config, lora, config.train.seed),
+            };
+        }
         let serving = Pretrained {
             config: trained.config.clone(),
-            decoder: trained.decoder.valid(),
+            decoder: trained.decoder.merged(),
             rope: Rope::for_config(&trained.config, &device),
             tokenizer: trained.tokenizer.clone(),
             tokenizer_config: trained.tokenizer_config.clone(),
@@ -106,7 +121,7 @@ impl Trainer {
                         Pretrained::load(&sft_model, &device)?.decoder
                     }
                     Some(_) => Pretrained::load(&config.model.path, &device)?.decoder,
-                    None => trained.decoder.valid(),
+                    None => trained.decoder.merged(),
                 },
             })
         } else {

@@ -5,7 +5,6 @@ use super::optim::OptimConfig;
 use super::rows::{PolicyRow, micro_batches_of};
 use super::score::score;
 use crate::model::{Decoder, Rope};
-use burn::module::Module;
 use burn::optim::{GradientsParams, ModuleOptimizer};
 
 /// The policy being trained and its optimizer.
@@ -60,9 +59,10 @@ impl Actor {
             .expect("the decoder is only out during an update")
     }
 
-    /// A copy of the policy without autodiff, for generation and scoring.
+    /// A copy of the policy without autodiff (its adapters, if any, merged into the
+    /// weights), for generation and scoring.
     pub fn snapshot(&self) -> Decoder {
-        self.decoder().valid()
+        self.decoder().merged()
     }
 
     /// The rotary tables.
