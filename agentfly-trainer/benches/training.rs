@@ -3,6 +3,8 @@
 //!
 //! - **lm**: one step of forward, backward, global-norm clipping and AdamW on the causal-LM
 //!   loss of a micro-batch of 4 × 512 tokens (every position learns);
+//! - **lm-lora**: the same step training LoRA adapters (rank 16, alpha 32, every
+//!   projection; PEFT on the peer's side) instead of every weight;
 //! - **rl**: one PPO update (old log-probs, then the clipped surrogate with gradient
 //!   accumulation, clipping, AdamW) over 16 trajectories of mixed lengths (192–1024 tokens)
 //!   where only the sampled turns (about a third of the tokens) learn: agentfly's own
@@ -35,6 +37,7 @@ const RL_ROWS: usize = 16;
 /// The peer's micro-batch: rows in the batch's order (TRL's per-device batch of 4).
 const PEER_ROWS_PER_MICRO: usize = 4;
 const RUNS: usize = 3;
+const LORA_RANK: usize = 16;
 
 fn main() {
     agentfly_trainer::alloc::retain_freed_memory();
@@ -44,7 +47,8 @@ fn main() {
     }
     if let Some(i) = args.iter().position(|a| a == "--shape") {
         let result = match args[i + 1].as_str() {
-            "lm" => lm_shape(),
+            "lm" => lm_shape(false),
+            "lm-lora" => lm_shape(true),
             "rl" => rl_shape(),
             other => panic!("unknown shape {other}"),
         };
@@ -64,6 +68,19 @@ fn main() {
                 BATCH.to_string(),
                 "--seq".into(),
                 SEQ.to_string(),
+            ],
+        ),
+        (
+            "lm-lora",
+            format!("the same, LoRA rank {LORA_RANK} on every projection"),
+            "transformers_train.py",
+            vec![
+                "--batch".to_string(),
+                BATCH.to_string(),
+                "--seq".into(),
+                SEQ.to_string(),
+                "--lora-rank".into(),
+                LORA_RANK.to_string(),
             ],
         ),
         (
@@ -161,7 +178,7 @@ fn best_of(mut step: impl FnMut() -> String) -> f64 {
     best
 }
 
-fn lm_shape() -> serde_json::Value {
+fn lm_shape(lora: bool) -> serde_json::Value {
     let device = device();
     let model = Pretrained::load(common::smollm2_gguf(), &device).expect("load SmolLM2");
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
@@ -179,7 +196,16 @@ fn lm_shape() -> serde_json::Value {
         ..OptimConfig::default()
     };
     let mut optim = config.init();
-    let mut decoder = Some(model.decoder.clone());
+    let mut decoder = Some(if lora {
+        let config = agentfly_trainer::model::LoraConfig {
+            rank: LORA_RANK,
+            alpha: 32.0,
+            ..Default::default()
+        };
+        model.decoder.clone().with_lora(&model.config, &config, 0)
+    } else {
+        model.decoder.clone()
+    });
     let seconds = best_of(|| {
         let t = Instant::now();
         let d = decoder.take().expect("decoder");

