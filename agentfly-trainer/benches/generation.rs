@@ -7,6 +7,11 @@
 //! cargo bench -p agentfly-trainer --bench generation
 //! ```
 //!
+//! Each agentfly figure is also given as a share of the machine's ceiling for this model:
+//! `2 × parameters` FLOP per token at the matrix-multiply rate measured in the same run
+//! (a `[512, 576] × [576, 1536]` product, the shape of the model's projections, on the
+//! same device).
+//!
 //! Environment: `AGENTFLY_PYTHON` (default `.venv-bench/bin/python`), `AGENTFLY_DEVICE`
 //! (default `cpu`), `AGENTFLY_BENCH_RUNS` (default 3; the best run counts).
 
@@ -54,6 +59,10 @@ fn main() {
     let mut random_ids =
         |n: usize| -> Vec<u32> { (0..n).map(|_| rng.random_range(100..vocab)).collect() };
 
+    eprintln!("measuring the matrix-multiply rate ...");
+    let rate = matmul_flops(&device, runs);
+    let params = parameter_count(&model);
+    let ceiling = rate / (2.0 * params);
     eprintln!("measuring agentfly ({device_name}) ...");
     let prefill_ids = random_ids(PREFILL);
     let ids = Tensor::<2, Int>::from_data(
@@ -105,12 +114,18 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!(
-        "| measurement | agentfly (burn {device_name}) tok/s | transformers (torch CPU) tok/s | ratio |"
+        "| measurement | agentfly (burn {device_name}) tok/s | share of ceiling | transformers (torch CPU) tok/s | ratio |"
     );
-    println!("|---|---:|---:|---:|");
-    let row = |name: String, ours: f64, theirs: Option<f64>| match theirs {
-        Some(t) => println!("| {name} | {ours:.1} | {t:.1} | {:.2}× |", ours / t),
-        None => println!("| {name} | {ours:.1} | n/a | n/a |"),
+    println!("|---|---:|---:|---:|---:|");
+    let row = |name: String, ours: f64, theirs: Option<f64>| {
+        let share = 100.0 * ours / ceiling;
+        match theirs {
+            Some(t) => println!(
+                "| {name} | {ours:.1} | {share:.0}% | {t:.1} | {:.2}× |",
+                ours / t
+            ),
+            None => println!("| {name} | {ours:.1} | {share:.0}% | n/a | n/a |"),
+        }
     };
     row(
         format!("prefill {PREFILL} tokens, batch 1"),
@@ -128,7 +143,32 @@ fn main() {
             theirs,
         );
     }
+    println!(
+        "\nceiling: {:.1} GFLOP/s matrix multiply × 1 / (2 × {:.1} M parameters) = {ceiling:.0} tok/s",
+        rate / 1e9,
+        params / 1e6
+    );
     if let Some(p) = &peer {
-        println!("\npeer: torch {} with {} threads", p["torch"], p["threads"]);
+        println!("peer: torch {} with {} threads", p["torch"], p["threads"]);
     }
+}
+
+/// FLOP/s of a `[512, 576] × [576, 1536]` product on `device`, best of `runs` rounds of 10.
+fn matmul_flops(device: &burn::tensor::Device, runs: usize) -> f64 {
+    let normal = burn::tensor::Distribution::Normal(0.0, 1.0);
+    let a = Tensor::<2>::random([512, 576], normal, device);
+    let b = Tensor::<2>::random([576, 1536], normal, device);
+    let _ = a.clone().matmul(b.clone()).into_data();
+    let seconds = best_of(runs, || {
+        for _ in 0..10 {
+            let _ = a.clone().matmul(b.clone()).into_data();
+        }
+    });
+    10.0 * 2.0 * 512.0 * 576.0 * 1536.0 / seconds
+}
+
+/// The model's parameters (the tied output projection counted once).
+fn parameter_count(model: &Pretrained) -> f64 {
+    use burn::module::Module;
+    model.decoder.num_params() as f64
 }

@@ -4,11 +4,11 @@
 use super::options::{Algorithm, RunArgs};
 use agentfly_core::rl::Estimator;
 use agentfly_core::rollout::ChainConfig;
+use agentfly_trainer::model::LoraConfig;
 use agentfly_trainer::run::{
     AgentSection, AlgorithmSection, DataSection, ModelSection, OutputSection, RolloutSection,
     SftSection, TrainSection, TrainerConfig,
 };
-use agentfly_trainer::model::LoraConfig;
 use agentfly_trainer::train::OptimConfig;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

@@ -1,5 +1,6 @@
 //! One policy update of the PPO family: old (and reference) log-probs in one no-grad pass
-//! at the rollout's temperature, the gap between them and the rollout's own log-probs, then
+//! at the rollout's temperature (the old ones taken from the gradient pass itself when the
+//! batch gets a single optimizer step), the gap between them and the rollout's own, then
 //! `ppo_epochs` passes over the batch in `mini_batches` optimizer steps each — the masked
 //! clipped loss (with the critic's clipped value loss under GAE), exact gradient
 //! accumulation over micro-batches, global-norm clipping and AdamW. A step whose loss or
@@ -31,15 +32,24 @@ pub fn policy_update(
 ) -> StepReport {
     let temperature = actor.temperature;
     let groups = micro_batches_of(rows, config.micro_batch_tokens);
-    let old = score(
-        &actor.snapshot(),
-        actor.rope(),
-        rows,
-        &groups,
-        None,
-        temperature,
-    )
-    .0;
+    let minis = split(rows.len(), config.mini_batches);
+    // One optimizer step on the batch: the policy the loss differentiates is the one that
+    // scores it, so the old log-probs are the gradient pass's own, detached (as verl does
+    // on-policy) — one forward pass fewer. With several steps they are scored first.
+    let on_policy = config.ppo_epochs.max(1) == 1 && minis.len() == 1;
+    let mut old = if on_policy {
+        rows.iter().map(|r| vec![0.0; r.tokens.len() - 1]).collect()
+    } else {
+        score(
+            &actor.snapshot(),
+            actor.rope(),
+            rows,
+            &groups,
+            None,
+            temperature,
+        )
+        .0
+    };
     let ref_logprobs = if config.loss.kl_coef != 0.0 || config.track_kl {
         reference.map(|r| r.logprobs(actor.rope(), rows, &groups, temperature))
     } else {
@@ -47,13 +57,10 @@ pub fn policy_update(
     };
     let masks = learned_masks(rows);
     let lr = actor.lr();
-    let (logprob_gap_mean, logprob_gap_max) = logprob_gap(rows, &old);
     let mut report = StepReport {
         lr,
         tokens: masks.iter().flatten().filter(|&&m| m > 0.0).count(),
         micro_batches: groups.len(),
-        logprob_gap_mean,
-        logprob_gap_max,
         ..StepReport::default()
     };
     if config.loss.kl_coef != 0.0 && ref_logprobs.is_none() {
@@ -64,7 +71,6 @@ pub fn policy_update(
         .iter()
         .all(|r| r.returns.len() == r.tokens.len() && r.old_values.len() == r.tokens.len());
     let max_norm = actor.optim_config.max_grad_norm;
-    let minis = split(rows.len(), config.mini_batches);
     // Each mini-batch's loss is aggregated over its own tokens.
     let weights: Vec<Vec<Vec<f32>>> = minis
         .iter()
@@ -121,10 +127,19 @@ pub fn policy_update(
                     }
                     _ => None,
                 };
+                let old_logprobs = if on_policy {
+                    let detached = got.logprobs.clone().detach();
+                    for (&(i, t), v) in at.iter().zip(host(detached.clone())) {
+                        old[i][t] = v;
+                    }
+                    detached.unsqueeze_dim::<2>(0)
+                } else {
+                    gather(&|i, t| old[i][t])
+                };
                 let out = policy_loss(
                     PolicyLossInput {
                         logprobs: got.logprobs.unsqueeze_dim::<2>(0),
-                        old_logprobs: gather(&|i, t| old[i][t]),
+                        old_logprobs,
                         ref_logprobs: ref_logprobs.as_ref().map(|r| gather(&|i, t| r[i][t])),
                         advantages: gather(&|i, t| rows[i].advantages[t + 1]),
                         weights: gather(&|i, t| weights[i][t]),
@@ -184,6 +199,7 @@ pub fn policy_update(
             report.updates += 1;
         }
     }
+    (report.logprob_gap_mean, report.logprob_gap_max) = logprob_gap(rows, &old);
     let mean = |x: f32| x / attempted.max(1) as f32;
     report.loss = mean(sums[0]);
     report.pg_loss = mean(sums[1]);
