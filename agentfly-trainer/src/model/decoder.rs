@@ -3,7 +3,7 @@
 //! MLP → residual), a final RMSNorm and the output projection (tied to the embedding or
 //! not). Reference: transformers' `modeling_llama.py` / `modeling_qwen2.py`.
 
-use super::lora::LoraPart;
+use super::projection::Projection;
 use super::{KvCache, ModelConfig, Rope};
 use crate::error::ModelError;
 use crate::io::{HostTensor, Weights};
@@ -12,33 +12,6 @@ use burn::tensor::activation::{silu, softmax};
 use burn::tensor::module::{attention, embedding, linear};
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
-
-/// A linear projection stored `[in, out]`, with an optional bias.
-#[derive(Module, Debug)]
-pub struct Projection {
-    /// `[in, out]`.
-    pub weight: Param<Tensor<2>>,
-    /// `[out]`.
-    pub bias: Option<Param<Tensor<1>>>,
-    /// Low-rank adapters on parts of the output (`model::lora`); empty without.
-    pub lora: Vec<LoraPart>,
-}
-
-impl Projection {
-    fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        let out = linear(
-            x.clone(),
-            self.weight.val(),
-            self.bias.as_ref().map(|b| b.val()),
-        );
-        if self.lora.is_empty() {
-            out
-        } else {
-            let delta = self.lora_delta(x, &out);
-            out + delta
-        }
-    }
-}
 
 /// RMSNorm with a learned scale.
 #[derive(Module, Debug)]

@@ -10,11 +10,11 @@
 //! serves and what a saved model holds.
 
 use super::ModelConfig;
-use super::decoder::{Decoder, Projection};
+use super::decoder::Decoder;
+use super::projection::{LoraPart, Projection};
 use crate::error::ModelError;
 use crate::io::{HostTensor, Weights};
 use burn::module::{Module, Param};
-use burn::tensor::module::linear;
 use burn::tensor::{Tensor, TensorData};
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -75,56 +75,6 @@ impl LoraConfig {
 
     fn scale(&self) -> f64 {
         self.alpha / self.rank as f64
-    }
-}
-
-/// The adapter of one Hugging Face module inside a fused projection: output columns
-/// `start .. start + width` get `scale · x·A·B` added (stored `[in, r]` and `[r, width]`,
-/// the transposes of PEFT's `lora_A` and `lora_B`).
-#[derive(Module, Debug)]
-pub struct LoraPart {
-    /// `[in, rank]`.
-    pub a: Param<Tensor<2>>,
-    /// `[rank, width]`.
-    pub b: Param<Tensor<2>>,
-    /// First output column.
-    pub start: usize,
-    /// Output columns.
-    pub width: usize,
-    /// `alpha / rank`.
-    pub scale: f64,
-}
-
-impl Projection {
-    /// What the adapters add to this projection's output for input `x`.
-    pub(crate) fn lora_delta<const D: usize>(&self, x: Tensor<D>, out: &Tensor<D>) -> Tensor<D> {
-        let total = self.weight.dims()[1];
-        let mut pieces = Vec::with_capacity(self.lora.len() + 2);
-        let mut at = 0;
-        for part in &self.lora {
-            if part.start > at {
-                pieces.push(out.clone().narrow(D - 1, at, part.start - at).zeros_like());
-            }
-            let low = linear(x.clone(), part.a.val(), None);
-            pieces.push(linear(low, part.b.val(), None) * part.scale);
-            at = part.start + part.width;
-        }
-        if at < total {
-            pieces.push(out.clone().narrow(D - 1, at, total - at).zeros_like());
-        }
-        Tensor::cat(pieces, D - 1)
-    }
-
-    /// The weight with the adapters folded in, `[in, out]`.
-    fn merged_weight(&self) -> Tensor<2> {
-        let mut weight = self.weight.val();
-        for part in &self.lora {
-            let delta = part.a.val().matmul(part.b.val()) * part.scale;
-            let [inp, _] = weight.dims();
-            let updated = weight.clone().narrow(1, part.start, part.width) + delta;
-            weight = weight.slice_assign([0..inp, part.start..part.start + part.width], updated);
-        }
-        weight
     }
 }
 

@@ -4,12 +4,14 @@ mod cache;
 mod config;
 mod decoder;
 mod lora;
+mod projection;
 mod rope;
 
 pub use cache::KvCache;
 pub use config::{Family, ModelConfig};
-pub use decoder::{Attention, Block, Decoder, ForwardInput, Mlp, Projection, RmsNorm};
+pub use decoder::{Attention, Block, Decoder, ForwardInput, Mlp, RmsNorm};
 pub use lora::{
-    ADAPTER_FILE, LORA_MODULES, LoraConfig, LoraPart, adapter_config, read_adapter, save_adapter,
+    ADAPTER_FILE, LORA_MODULES, LoraConfig, adapter_config, read_adapter, save_adapter,
 };
+pub use projection::{LoraPart, Projection};
 pub use rope::Rope;

@@ -1,0 +1,84 @@
+//! A linear projection (`[in, out]` weight, optional bias) and the low-rank adapters that
+//! may sit on parts of its output (`model::lora`).
+
+use burn::module::{Module, Param};
+use burn::tensor::Tensor;
+use burn::tensor::module::linear;
+
+/// A linear projection stored `[in, out]`, with an optional bias.
+#[derive(Module, Debug)]
+pub struct Projection {
+    /// `[in, out]`.
+    pub weight: Param<Tensor<2>>,
+    /// `[out]`.
+    pub bias: Option<Param<Tensor<1>>>,
+    /// Low-rank adapters on parts of the output (`model::lora`); empty without.
+    pub lora: Vec<LoraPart>,
+}
+
+impl Projection {
+    /// `x · weight + bias`, plus what the adapters add.
+    pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        let out = linear(
+            x.clone(),
+            self.weight.val(),
+            self.bias.as_ref().map(|b| b.val()),
+        );
+        if self.lora.is_empty() {
+            out
+        } else {
+            let delta = self.lora_delta(x, &out);
+            out + delta
+        }
+    }
+}
+
+/// The adapter of one Hugging Face module inside a fused projection: output columns
+/// `start .. start + width` get `scale · x·A·B` added (stored `[in, r]` and `[r, width]`,
+/// the transposes of PEFT's `lora_A` and `lora_B`).
+#[derive(Module, Debug)]
+pub struct LoraPart {
+    /// `[in, rank]`.
+    pub a: Param<Tensor<2>>,
+    /// `[rank, width]`.
+    pub b: Param<Tensor<2>>,
+    /// First output column.
+    pub start: usize,
+    /// Output columns.
+    pub width: usize,
+    /// `alpha / rank`.
+    pub scale: f64,
+}
+
+impl Projection {
+    /// What the adapters add to this projection's output for input `x`.
+    fn lora_delta<const D: usize>(&self, x: Tensor<D>, out: &Tensor<D>) -> Tensor<D> {
+        let total = self.weight.dims()[1];
+        let mut pieces = Vec::with_capacity(self.lora.len() + 2);
+        let mut at = 0;
+        for part in &self.lora {
+            if part.start > at {
+                pieces.push(out.clone().narrow(D - 1, at, part.start - at).zeros_like());
+            }
+            let low = linear(x.clone(), part.a.val(), None);
+            pieces.push(linear(low, part.b.val(), None) * part.scale);
+            at = part.start + part.width;
+        }
+        if at < total {
+            pieces.push(out.clone().narrow(D - 1, at, total - at).zeros_like());
+        }
+        Tensor::cat(pieces, D - 1)
+    }
+
+    /// The weight with the adapters folded in, `[in, out]`.
+    pub(crate) fn merged_weight(&self) -> Tensor<2> {
+        let mut weight = self.weight.val();
+        for part in &self.lora {
+            let delta = part.a.val().matmul(part.b.val()) * part.scale;
+            let [inp, _] = weight.dims();
+            let updated = weight.clone().narrow(1, part.start, part.width) + delta;
+            weight = weight.slice_assign([0..inp, part.start..part.start + part.width], updated);
+        }
+        weight
+    }
+}
