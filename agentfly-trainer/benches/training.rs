@@ -276,7 +276,7 @@ fn rl_shape() -> serde_json::Value {
     let mut actor = Actor::new(model.decoder.clone(), model.rope.clone(), config, 100);
     let section = TrainSection::default();
     let seconds = best_of(|| {
-        let report = policy_update(&mut actor, &mut None, None, &rows, &section);
+        let report = policy_update(&mut actor, &mut None, None, &rows, &section, 0);
         let _ = actor.decoder().norm.weight.val().into_data();
         format!(
             "(loss {:.4}, {} learned tokens, {} micro-batches)",

@@ -374,7 +374,7 @@ fn a_policy_update_follows_the_advantages_and_micro_batching_does_not_change_it(
         ppo_epochs: 2,
         ..TrainSection::default()
     };
-    let report = policy_update(&mut whole, &mut None, None, &rows, &config);
+    let report = policy_update(&mut whole, &mut None, None, &rows, &config, 0);
     assert_eq!((report.updates, report.micro_batches), (2, 1), "{report:?}");
     assert!(report.skipped.is_none());
     assert_eq!(report.tokens, 8);
@@ -411,6 +411,7 @@ fn a_policy_update_follows_the_advantages_and_micro_batching_does_not_change_it(
             micro_batch_tokens: 9,
             ..config.clone()
         },
+        0,
     );
     assert_eq!(report.micro_batches, 2);
     let a = values(whole.decoder().norm.weight.val());
@@ -426,6 +427,7 @@ fn a_policy_update_follows_the_advantages_and_micro_batching_does_not_change_it(
         None,
         &self::rows(f32::NAN),
         &TrainSection::default(),
+        0,
     );
     assert_eq!(report.updates, 0);
     assert!(
@@ -523,6 +525,7 @@ fn the_critic_fits_its_returns_without_touching_the_policy() {
             None,
             &rows,
             &TrainSection::default(),
+            0,
         );
         losses.push(report.value_loss);
     }
@@ -600,7 +603,7 @@ fn several_steps_per_batch_move_the_ratio_and_the_clip_acts() {
             mini_batches,
             ..TrainSection::default()
         };
-        policy_update(&mut actor, &mut None, None, &rows(1.0), &config)
+        policy_update(&mut actor, &mut None, None, &rows(1.0), &config, 0)
     };
     // One step per batch: the ratio is 1 throughout, nothing is clipped (plain policy
     // gradient).
@@ -612,4 +615,80 @@ fn several_steps_per_batch_move_the_ratio_and_the_clip_acts() {
     assert_eq!(four.updates, 4, "{four:?}");
     assert!(four.clip_fraction > 0.0, "{four:?}");
     assert!(four.ratio_deviation.abs() > 0.0, "{four:?}");
+}
+
+#[test]
+fn a_stale_batch_is_weighed_by_the_old_policy_over_the_behaviour_policy() {
+    use agentfly_trainer::train::{Actor, TrainSection, policy_update};
+    let device = autodiff();
+    let model = load(&device);
+    // Every learned token with advantage 1: the one-step surrogate is −Σ w·1, so the
+    // reported policy loss is minus the mean weight of the learned tokens.
+    let mut rows = rows(1.0);
+    for row in &mut rows {
+        row.advantages = row.mask.clone();
+    }
+    // The rollout log-probs the policy itself gives, shifted by `shift`: the behaviour
+    // policy gave every sampled token exp(−shift) times the old policy's probability.
+    let own: Vec<Vec<f32>> = rows
+        .iter()
+        .map(|row| {
+            let packed = Packed::new(&[row.tokens.as_slice()], &device);
+            host(
+                token_logprobs(&model.decoder, &model.rope, packed.ids, false)
+                    .0
+                    .inner(),
+            )
+        })
+        .collect();
+    let behaviour = |shift: f32| {
+        let mut rows = rows.clone();
+        for (row, own) in rows.iter_mut().zip(&own) {
+            row.rollout_logprobs = std::iter::once(None)
+                .chain(own.iter().map(|lp| Some(lp - shift)))
+                .collect();
+        }
+        rows
+    };
+    let update = |rows: &[agentfly_trainer::train::PolicyRow], staleness| {
+        let mut actor = Actor::new(
+            model.decoder.clone(),
+            model.rope.clone(),
+            OptimConfig::default(),
+            10,
+        );
+        let report = policy_update(
+            &mut actor,
+            &mut None,
+            None,
+            rows,
+            &TrainSection::default(),
+            staleness,
+        );
+        (report, values(actor.decoder().norm.weight.val()))
+    };
+    let close = |a: f32, b: f32| (a - b).abs() < 1e-4;
+
+    let (fresh, fresh_weights) = update(&behaviour(0.0), 0);
+    assert!(close(fresh.pg_loss, -1.0), "{fresh:?}");
+    assert!(close(fresh.behaviour_weight_mean, 1.0), "{fresh:?}");
+    // Stale, but sampled by the old policy itself: every weight is 1, the same update.
+    let (same, same_weights) = update(&behaviour(0.0), 1);
+    assert!(close(same.pg_loss, -1.0), "{same:?}");
+    assert!(max_diff(&fresh_weights, &same_weights) < 1e-6);
+    // The behaviour policy gave the tokens 1/1.5 of the old one's probability: each
+    // weighs 1.5 — for a stale batch only; a current one reports the weight, uncorrected.
+    let shift = 1.5f32.ln();
+    let (weighed, _) = update(&behaviour(shift), 1);
+    assert!(close(weighed.behaviour_weight_mean, 1.5), "{weighed:?}");
+    assert!(close(weighed.pg_loss, -1.5), "{weighed:?}");
+    assert_eq!(weighed.behaviour_weight_truncated, 0.0);
+    let (current, _) = update(&behaviour(shift), 0);
+    assert!(close(current.pg_loss, -1.0), "{current:?}");
+    assert!(close(current.behaviour_weight_mean, 1.5), "{current:?}");
+    // A quarter of the old probability: 4, truncated at the cap of 2, on every token.
+    let (truncated, _) = update(&behaviour(4f32.ln()), 1);
+    assert!(close(truncated.pg_loss, -2.0), "{truncated:?}");
+    assert!(close(truncated.behaviour_weight_mean, 2.0), "{truncated:?}");
+    assert_eq!(truncated.behaviour_weight_truncated, 1.0);
 }

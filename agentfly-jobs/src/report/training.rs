@@ -2,6 +2,7 @@
 //! accuracy (95% intervals), KL to the reference and entropy, tool use and parse errors,
 //! groups kept and dropped by dynamic sampling.
 
+use super::document::step_seconds;
 use super::plots::{self, Panel, Proportion, Series};
 use crate::JobError;
 use crate::evaluation::ValPoint;
@@ -137,13 +138,13 @@ impl TrainingCurves<'_> {
     /// One row per step.
     fn table(&self) -> String {
         let mut md = String::from(
-            "| step | mean reward | accuracy | groups kept / dropped | KL | entropy | clipped | grad norm | calls per trajectory | parse errors | turns | rollout s | update s |\n\
-             |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+            "| step | mean reward | accuracy | groups kept / dropped | KL | entropy | clipped | grad norm | calls per trajectory | parse errors | turns | rollout s | update s | step s | stale |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         );
         for m in self.metrics {
             let _ = writeln!(
                 md,
-                "| {} | {:.3} | {} | {} / {} | {:.4} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} |",
+                "| {} | {:.3} | {} | {} / {} | {:.4} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | {} |",
                 m.step,
                 m.reward_mean,
                 m.accuracy.map_or("-".into(), |a| format!("{a:.3}")),
@@ -157,7 +158,9 @@ impl TrainingCurves<'_> {
                 per(m.parse_errors, m),
                 m.mean_turns,
                 m.rollout_seconds,
-                m.update_seconds
+                m.update_seconds,
+                step_seconds(m),
+                m.staleness
             );
         }
         md.push('\n');

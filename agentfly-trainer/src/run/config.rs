@@ -183,6 +183,10 @@ pub struct RolloutSection {
     pub max_rounds: usize,
     /// The most instances of each environment.
     pub env_capacity: usize,
+    /// Roll the next step's batch out while this step's update runs: one update stale,
+    /// corrected by `train.behaviour_weight_cap`'s importance weights (verl's and AReaL's
+    /// one-step-off-policy mode). Off: each step rolls out with the weights it updates.
+    pub overlap: bool,
     /// The generation engine.
     pub engine: EngineConfig,
 }
@@ -196,6 +200,7 @@ impl Default for RolloutSection {
             dynamic_sampling: true,
             max_rounds: 4,
             env_capacity: 8,
+            overlap: false,
             engine: EngineConfig::default(),
         }
     }

@@ -51,13 +51,19 @@ pub struct StepMetrics {
     pub update_seconds: f64,
     /// Seconds handing the weights to the engine.
     pub sync_seconds: f64,
+    /// Seconds the step took, wall clock: rollout, update and sync one after the other,
+    /// or (`rollout.overlap`) the update beside the next step's rollout, then the sync.
+    pub step_seconds: f64,
+    /// Updates between the weights that rolled the batch out and those it updated: 0, or
+    /// 1 for a batch rolled out during the previous step's update (`rollout.overlap`).
+    pub staleness: usize,
 }
 
 impl StepMetrics {
     /// The step's console line.
     pub fn line(&self) -> String {
         format!(
-            "step {} reward {:.3}{}{} kl {:.4} clip {:.3} grad {:.3} gap {:.1e} dropped {} {:.1}s{}",
+            "step {} reward {:.3}{}{} kl {:.4} clip {:.3} grad {:.3} gap {:.1e} dropped {}{} {:.1}s{}",
             self.step,
             self.reward_mean,
             self.accuracy
@@ -73,7 +79,15 @@ impl StepMetrics {
             self.update.grad_norm,
             self.update.logprob_gap_max,
             self.dropped_groups,
-            self.rollout_seconds + self.update_seconds + self.sync_seconds,
+            if self.staleness > 0 {
+                format!(
+                    " stale {} w {:.3}",
+                    self.staleness, self.update.behaviour_weight_mean
+                )
+            } else {
+                String::new()
+            },
+            self.step_seconds,
             self.update
                 .skipped
                 .as_deref()

@@ -1,30 +1,135 @@
 //! One RL step: roll out (with dynamic sampling: groups whose rewards are all equal are
 //! dropped and more samples rolled out), trajectories → rows, the policy update, the new
 //! weights to the engine.
+//!
+//! With `rollout.overlap`, the next step's batch is rolled out while this step's update
+//! runs (verl's and AReaL's one-step-off-policy mode): the engine samples with the weights
+//! of the step before while the actor learns, and the new weights reach the engine when
+//! both are done. Each batch is therefore at most one update stale; the update corrects for
+//! it with the behaviour policy's recorded log-probs (`train.behaviour_weight_cap`), and
+//! every step reports its staleness. A batch rolled out but not yet learned from is kept in
+//! the checkpoint, so a resumed run learns from exactly what the interrupted one would have.
 
-use super::error::TrainError;
+use super::config::TrainerConfig;
+use super::error::{TrainError, io};
 use super::eval::accuracy_of;
 use super::metrics::StepMetrics;
 use super::rows::{RowInputs, advantage_means, training_rows};
-use super::trainer::Trainer;
-use crate::train::policy_update;
+use super::sampler::Sampler;
+use super::trainer::{Chains, Trainer};
+use crate::train::{Actor, Critic, Reference, policy_update};
 use agentfly_core::rl::GroupFilter;
 use agentfly_core::rollout::{RolloutSummary, Trajectory};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
 use std::time::Instant;
 
+/// The file of a checkpoint that holds the batch rolled out for the next step.
+pub(super) const PENDING_FILE: &str = "pending.json";
+
+/// A rolled-out batch, waiting for its update.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Batch {
+    /// Every trajectory of every round.
+    all: Vec<Trajectory>,
+    /// Those to learn from (never one without a reward).
+    trained: Vec<Trajectory>,
+    /// Groups dropped by dynamic sampling.
+    dropped: usize,
+    /// Rollout rounds.
+    rounds: usize,
+    /// Seconds the rollout took.
+    seconds: f64,
+    /// Steps done when it was rolled out: the engine had that step's weights.
+    policy_step: usize,
+}
+
+impl Batch {
+    /// Reads a checkpoint's pending batch, when it has one.
+    pub(super) fn read(checkpoint: &Path) -> Result<Option<Self>, TrainError> {
+        let path = checkpoint.join(PENDING_FILE);
+        if !path.exists() {
+            return Ok(None);
+        }
+        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+        serde_json::from_str(&text).map(Some).map_err(io(&path))
+    }
+}
+
+/// What an update changes: the policy, its critic; what it reads: the reference and the
+/// configuration. Borrowed apart from [`Chains`], so a rollout runs beside it.
+struct Learner<'a> {
+    config: &'a TrainerConfig,
+    actor: &'a mut Actor,
+    critic: &'a mut Option<Critic>,
+    reference: Option<&'a Reference>,
+}
+
 impl Trainer {
-    /// One step: roll out, compute advantages, update the policy, hand the new weights to
-    /// the engine.
+    /// One step: roll out (or take the batch rolled out during the last step), compute
+    /// advantages, update the policy, hand the new weights to the engine. With
+    /// `rollout.overlap`, the next step's batch is rolled out during the update.
     pub fn train_step(&mut self) -> Result<StepMetrics, TrainError> {
         let start = Instant::now();
-        let (all, trained, dropped, rounds) = self.rollout_step()?;
-        let rollout_seconds = start.elapsed().as_secs_f64();
+        let batch = match self.pending.take() {
+            Some(batch) => batch,
+            None => self
+                .chains
+                .rollout_batch(&self.config, &mut self.sampler, self.step)?,
+        };
+        let overlap = self.config.rollout.overlap && self.step + 1 < self.config.train.steps;
+        let Self {
+            config,
+            chains,
+            actor,
+            critic,
+            reference,
+            sampler,
+            step,
+            ..
+        } = self;
+        let (config, chains, step) = (&*config, &*chains, *step);
+        let learner = Learner {
+            config,
+            actor,
+            critic,
+            reference: reference.as_ref(),
+        };
+        let (learned, next) = if overlap {
+            std::thread::scope(|s| {
+                let update = s.spawn(|| learner.learn(&batch, step));
+                let next = chains.rollout_batch(config, sampler, step);
+                let learned = update
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                (learned, Some(next))
+            })
+        } else {
+            (learner.learn(&batch, step), None)
+        };
+        let mut metrics = learned?;
+        self.pending = next.transpose()?;
+        let sync_start = Instant::now();
+        if metrics.update.updates > 0 {
+            self.sync_engine()?;
+        }
+        metrics.sync_seconds = sync_start.elapsed().as_secs_f64();
+        metrics.step_seconds = start.elapsed().as_secs_f64();
+        self.step += 1;
+        Ok(metrics)
+    }
+}
+
+impl Learner<'_> {
+    /// Learns from `batch` at step `step` (0-based): rows, advantages, the update.
+    fn learn(self, batch: &Batch, step: usize) -> Result<StepMetrics, TrainError> {
+        let Batch { all, trained, .. } = batch;
         let failed: Vec<&Trajectory> = all.iter().filter(|t| t.reward.is_none()).collect();
         let max = self.config.train.max_reward_failures;
         if !failed.is_empty() && failed.len() as f64 > max * all.len() as f64 {
             let t = failed[0];
             return Err(TrainError::Rewards {
-                step: self.step + 1,
+                step: step + 1,
                 failed: failed.len(),
                 total: all.len(),
                 max,
@@ -39,30 +144,32 @@ impl Trainer {
                 ),
             });
         }
-        let summary = RolloutSummary::of(&all, rollout_seconds);
+        let summary = RolloutSummary::of(all, batch.seconds);
+        let staleness = step - batch.policy_step.min(step);
         let mut metrics = StepMetrics {
-            step: self.step + 1,
+            step: step + 1,
             trajectories: all.len(),
             reward_mean: summary.reward_mean.unwrap_or(0.0),
-            accuracy: accuracy_of(&all),
+            accuracy: accuracy_of(all),
             trained_trajectories: trained.len(),
-            dropped_groups: dropped,
+            dropped_groups: batch.dropped,
             reward_failures: failed.len(),
-            rounds,
+            rounds: batch.rounds,
             tool_calls: summary.calls(),
             parse_errors: summary.parse_errors,
             mean_turns: summary.mean_turns,
             sampled_tokens: summary.sampled_tokens,
-            rollout_seconds,
+            rollout_seconds: batch.seconds,
+            staleness,
             ..StepMetrics::default()
         };
         let update_start = Instant::now();
         let rows = training_rows(
-            &trained,
+            trained,
             &RowInputs {
                 algorithm: &self.config.algorithm,
-                actor: &self.actor,
-                reference: self.reference.as_ref(),
+                actor: self.actor,
+                reference: self.reference,
                 critic: self.critic.as_ref(),
                 budget: self.config.train.micro_batch_tokens,
             },
@@ -81,31 +188,32 @@ impl Trainer {
                     metrics.advantage_abs_mean = abs_mean;
                 }
                 metrics.update = policy_update(
-                    &mut self.actor,
-                    &mut self.critic,
-                    self.reference.as_ref(),
+                    self.actor,
+                    self.critic,
+                    self.reference,
                     &rows,
                     &self.config.train,
+                    staleness,
                 );
             }
         }
         metrics.update_seconds = update_start.elapsed().as_secs_f64();
-        let sync_start = Instant::now();
-        if metrics.update.updates > 0 {
-            self.sync_engine()?;
-        }
-        metrics.sync_seconds = sync_start.elapsed().as_secs_f64();
-        self.step += 1;
         Ok(metrics)
     }
+}
 
-    /// The step's rollouts: every trajectory, those kept for training (never one without a
-    /// reward), the groups dropped and the rounds rolled out.
-    fn rollout_step(
-        &mut self,
-    ) -> Result<(Vec<Trajectory>, Vec<Trajectory>, usize, usize), TrainError> {
-        let rollout = self.config.rollout.clone();
-        let chain = self.config.chain.clone();
+impl Chains {
+    /// A step's batch, rolled out with the engine's current weights (those of step
+    /// `policy_step`): every trajectory, those kept for training, the groups dropped and
+    /// the rounds rolled out.
+    fn rollout_batch(
+        &self,
+        config: &TrainerConfig,
+        sampler: &mut Sampler,
+        policy_step: usize,
+    ) -> Result<Batch, TrainError> {
+        let start = Instant::now();
+        let rollout = &config.rollout;
         let target = rollout.samples_per_step;
         let dynamic = rollout.dynamic_sampling;
         let mut filter = GroupFilter::new(target);
@@ -124,10 +232,16 @@ impl Trainer {
             } else {
                 target
             };
-            let seed =
-                self.config.train.seed ^ self.sampler.cursor.wrapping_mul(0xA24B_AED4_963E_E407);
-            let samples = self.sampler.draw(need);
-            let (trajectories, _) = self.rollout(&samples, rollout.chains, &chain, seed, |_| {})?;
+            let seed = config.train.seed ^ sampler.cursor.wrapping_mul(0xA24B_AED4_963E_E407);
+            let samples = sampler.draw(need);
+            let (trajectories, _) = self.rollout(
+                config,
+                &samples,
+                rollout.chains,
+                &config.chain,
+                seed,
+                |_| {},
+            )?;
             all.extend(trajectories.iter().cloned());
             // A trajectory without a reward is counted, never trained on as if it scored 0.
             let round: Vec<Trajectory> = trajectories
@@ -143,11 +257,19 @@ impl Trainer {
                 break;
             }
         }
-        Ok(if dynamic {
+        let (trained, dropped) = if dynamic {
             let dropped = filter.dropped_groups();
-            (all, filter.into_trajectories(), dropped, rounds)
+            (filter.into_trajectories(), dropped)
         } else {
-            (all, scored, 0, rounds)
+            (scored, 0)
+        };
+        Ok(Batch {
+            all,
+            trained,
+            dropped,
+            rounds,
+            seconds: start.elapsed().as_secs_f64(),
+            policy_step,
         })
     }
 }

@@ -3,6 +3,7 @@
 
 use super::checkpoint::{self, RunState};
 use super::error::{TrainError, io};
+use super::rl_step::PENDING_FILE;
 use super::trainer::Trainer;
 use crate::Pretrained;
 use crate::model::Rope;
@@ -34,7 +35,7 @@ impl Trainer {
             config: self.model_config.clone(),
             decoder: self.actor.snapshot(),
             rope: Rope::for_config(&self.model_config, &self.device),
-            tokenizer: Some(self.tokenizer.clone()),
+            tokenizer: Some(self.chains.tokenizer.clone()),
             tokenizer_config: self.tokenizer_config.clone(),
             source: self.config.model.path.clone(),
         }
@@ -56,7 +57,8 @@ impl Trainer {
         .map_err(|e| failure.take().unwrap_or_else(|| io(dir)(e)))
     }
 
-    /// Writes a checkpoint of this step (policy, optimizer, position) atomically.
+    /// Writes a checkpoint of this step (policy, optimizer, position, the batch rolled out
+    /// for the next step when there is one) atomically.
     pub fn save_checkpoint(&self) -> Result<PathBuf, TrainError> {
         let root = self.config.output.dir.join("checkpoints");
         let final_dir = checkpoint::step_dir(&root, self.step);
@@ -86,6 +88,10 @@ impl Trainer {
                     .map_err(|e| std::io::Error::other(format!("optimizer state: {e:?}")))?;
                 if let Some(critic) = &self.critic {
                     checkpoint::save_critic(tmp, critic).map_err(std::io::Error::other)?;
+                }
+                if let Some(batch) = &self.pending {
+                    let json = serde_json::to_string(batch).map_err(std::io::Error::other)?;
+                    std::fs::write(tmp.join(PENDING_FILE), json)?;
                 }
                 let config = toml::to_string(&self.config).map_err(std::io::Error::other)?;
                 std::fs::write(tmp.join("config.toml"), config)?;

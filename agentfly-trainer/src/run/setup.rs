@@ -6,10 +6,11 @@
 use super::checkpoint::{self, RunState};
 use super::config::{ConfigError, TrainerConfig};
 use super::error::{TrainError, io};
+use super::rl_step::Batch;
 use super::sampler::Sampler;
 use super::save::ADAPTER_DIR;
 use super::sft::SFT_MODEL;
-use super::trainer::Trainer;
+use super::trainer::{Chains, Trainer};
 use crate::Pretrained;
 use crate::device::parse_device;
 use crate::engine::Engine;
@@ -153,7 +154,9 @@ impl Trainer {
         });
         let mut sampler = Sampler::new(train, config.train.seed);
         let (mut step, mut resumed_from, mut sft_done) = (0, 0, false);
+        let mut pending = None;
         if let (Some(dir), Some(saved)) = (&checkpoint, saved) {
+            pending = Batch::read(dir)?;
             let optim_path = dir.join("optimizer.bpk");
             let optim = config
                 .optim
@@ -182,21 +185,24 @@ impl Trainer {
             .map_err(io(Path::new("<tokio runtime>")))?;
         Ok(Self {
             config,
-            toolbox,
-            rewards,
-            format,
-            tokenizer,
-            template,
-            eos,
+            chains: Chains {
+                toolbox,
+                rewards,
+                format,
+                tokenizer,
+                template,
+                eos,
+                engine,
+                pools,
+                runtime,
+            },
             model_config,
             tokenizer_config,
             actor,
             reference,
             critic,
-            engine,
-            pools,
-            runtime,
             sampler,
+            pending,
             eval,
             step,
             sft_done,

@@ -5,7 +5,7 @@
 
 use super::error::TrainError;
 use super::metrics::{MetricsLog, progress_bar};
-use super::trainer::Trainer;
+use super::trainer::{Chains, Trainer};
 use crate::train::{OptimConfig, PolicyRow, Schedule, sft_update};
 use agentfly_core::data::read_jsonl;
 use agentfly_core::rollout::{demonstration, sample_messages};
@@ -111,8 +111,8 @@ impl Trainer {
     /// The demonstrations of `path` as rows: the loss on the assistant's tokens only.
     fn demonstration_rows(&self, path: &std::path::Path) -> Result<Vec<PolicyRow>, TrainError> {
         let demos = read_jsonl(path)?;
-        let system = self.system_prompt()?;
-        let tools = (!self.toolbox.is_empty()).then(|| self.toolbox.schemas());
+        let system = Chains::system_prompt(&self.config)?;
+        let tools = (!self.chains.toolbox.is_empty()).then(|| self.chains.toolbox.schemas());
         demos
             .iter()
             .map(|demo| {
@@ -123,11 +123,11 @@ impl Trainer {
                 };
                 let messages = sample_messages(demo, &system).map_err(bad)?;
                 let (tokens, mask) = demonstration(
-                    &self.template,
-                    &self.tokenizer,
+                    &self.chains.template,
+                    &self.chains.tokenizer,
                     &messages,
                     tools.clone(),
-                    self.eos[0],
+                    self.chains.eos[0],
                 )
                 .map_err(|e| bad(e.to_string()))?;
                 let n = tokens.len();

@@ -5,6 +5,7 @@
 use super::config::TrainerConfig;
 use super::error::{TrainError, io};
 use super::eval::EvalReport;
+use super::rl_step::Batch;
 use super::sampler::Sampler;
 use super::shaping::shape;
 use crate::engine::Engine;
@@ -23,26 +24,36 @@ use std::path::Path;
 /// [`Trainer::with_model`] (to evaluate a model); see `setup.rs`.
 pub struct Trainer {
     pub(super) config: TrainerConfig,
+    pub(super) chains: Chains,
+    pub(super) model_config: ModelConfig,
+    pub(super) tokenizer_config: Option<Value>,
+    pub(super) actor: Actor,
+    pub(super) reference: Option<Reference>,
+    pub(super) critic: Option<Critic>,
+    pub(super) sampler: Sampler,
+    /// A batch rolled out while the previous step updated (`rollout.overlap`), waiting
+    /// for its own update; kept in checkpoints.
+    pub(super) pending: Option<Batch>,
+    pub(super) eval: Vec<Sample>,
+    pub(super) step: usize,
+    pub(super) sft_done: bool,
+    pub(super) resumed_from: usize,
+    pub(super) device: Device,
+}
+
+/// What rolls chains out: the engine serving a copy of the policy, the tools, the
+/// reward, the format and the chat template. Apart from the policy being trained, so a
+/// rollout can run while the policy updates.
+pub(super) struct Chains {
     pub(super) toolbox: Toolbox,
     pub(super) rewards: Rewards,
     pub(super) format: Box<dyn ToolCallFormat>,
     pub(super) tokenizer: Tokenizer,
     pub(super) template: ChatTemplate,
     pub(super) eos: Vec<u32>,
-    pub(super) model_config: ModelConfig,
-    pub(super) tokenizer_config: Option<Value>,
-    pub(super) actor: Actor,
-    pub(super) reference: Option<Reference>,
-    pub(super) critic: Option<Critic>,
     pub(super) engine: Engine,
     pub(super) pools: EnvPools,
     pub(super) runtime: tokio::runtime::Runtime,
-    pub(super) sampler: Sampler,
-    pub(super) eval: Vec<Sample>,
-    pub(super) step: usize,
-    pub(super) sft_done: bool,
-    pub(super) resumed_from: usize,
-    pub(super) device: Device,
 }
 
 impl std::fmt::Debug for Trainer {
@@ -86,13 +97,6 @@ impl Trainer {
         &self.eval
     }
 
-    pub(super) fn system_prompt(&self) -> Result<String, TrainError> {
-        match &self.config.agent.system_prompt_file {
-            Some(p) => std::fs::read_to_string(p).map_err(io(p)),
-            None => Ok(self.config.agent.system_prompt.clone()),
-        }
-    }
-
     /// Rolls out `samples` × `chains` with the current policy; `on_done` sees each
     /// trajectory as it finishes (shaped, when `agent.format_bonus` is set).
     pub fn rollout(
@@ -101,47 +105,10 @@ impl Trainer {
         chains: usize,
         chain: &ChainConfig,
         seed: u64,
-        mut on_done: impl FnMut(&Trajectory),
+        on_done: impl FnMut(&Trajectory),
     ) -> Result<(Vec<Trajectory>, RolloutSummary), TrainError> {
-        let system_prompt = self.system_prompt()?;
-        let config = ChainConfig {
-            system_prompt,
-            ..chain.clone()
-        };
-        let rollout = Rollout {
-            setup: ChainSetup {
-                policy: &self.engine,
-                toolbox: &self.toolbox,
-                format: self.format.as_ref(),
-                template: &self.template,
-                tokenizer: &self.tokenizer,
-                end_of_turn: &self.eos,
-                rewards: Some((&self.rewards, self.config.agent.reward.as_str())),
-                config: &config,
-            },
-            pools: self.pools.clone(),
-            chains,
-            concurrency: self.config.rollout.concurrency,
-            seed,
-        };
-        let bonus = self.config.agent.format_bonus;
-        let mut out = self.runtime.block_on(rollout.run(samples, |t| {
-            let mut t = t.clone();
-            shape(&mut t, bonus);
-            on_done(&t)
-        }));
-        if let Some(t) = out.trajectories.iter().find(|t| {
-            t.error
-                .as_deref()
-                .is_some_and(|e| e.contains("generation engine has stopped"))
-        }) {
-            return Err(TrainError::Engine(t.error.clone().unwrap_or_default()));
-        }
-        if bonus != 0.0 {
-            out.trajectories.iter_mut().for_each(|t| shape(t, bonus));
-            out.summary = RolloutSummary::of(&out.trajectories, out.summary.wall_seconds);
-        }
-        Ok((out.trajectories, out.summary))
+        self.chains
+            .rollout(&self.config, samples, chains, chain, seed, on_done)
     }
 
     /// Greedy, one chain per sample: accuracy with its 95% interval, tool-call and
@@ -167,7 +134,8 @@ impl Trainer {
     /// Hands the actor's current weights to the engine.
     pub(super) fn sync_engine(&self) -> Result<(), TrainError> {
         let decoder = self.actor.snapshot();
-        self.engine
+        self.chains
+            .engine
             .with_model(move |model| model.decoder = decoder)
             .map_err(|e| TrainError::Engine(e.to_string()))
     }
@@ -177,5 +145,66 @@ impl Trainer {
         let dir = &self.config.output.dir;
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         Ok(dir)
+    }
+}
+
+impl Chains {
+    pub(super) fn system_prompt(config: &TrainerConfig) -> Result<String, TrainError> {
+        match &config.agent.system_prompt_file {
+            Some(p) => std::fs::read_to_string(p).map_err(io(p)),
+            None => Ok(config.agent.system_prompt.clone()),
+        }
+    }
+
+    /// Rolls out `samples` × `chains` with the current policy; `on_done` sees each
+    /// trajectory as it finishes (shaped, when `agent.format_bonus` is set).
+    pub(super) fn rollout(
+        &self,
+        config: &TrainerConfig,
+        samples: &[Sample],
+        chains: usize,
+        chain: &ChainConfig,
+        seed: u64,
+        mut on_done: impl FnMut(&Trajectory),
+    ) -> Result<(Vec<Trajectory>, RolloutSummary), TrainError> {
+        let system_prompt = Self::system_prompt(config)?;
+        let chain = ChainConfig {
+            system_prompt,
+            ..chain.clone()
+        };
+        let rollout = Rollout {
+            setup: ChainSetup {
+                policy: &self.engine,
+                toolbox: &self.toolbox,
+                format: self.format.as_ref(),
+                template: &self.template,
+                tokenizer: &self.tokenizer,
+                end_of_turn: &self.eos,
+                rewards: Some((&self.rewards, config.agent.reward.as_str())),
+                config: &chain,
+            },
+            pools: self.pools.clone(),
+            chains,
+            concurrency: config.rollout.concurrency,
+            seed,
+        };
+        let bonus = config.agent.format_bonus;
+        let mut out = self.runtime.block_on(rollout.run(samples, |t| {
+            let mut t = t.clone();
+            shape(&mut t, bonus);
+            on_done(&t)
+        }));
+        if let Some(t) = out.trajectories.iter().find(|t| {
+            t.error
+                .as_deref()
+                .is_some_and(|e| e.contains("generation engine has stopped"))
+        }) {
+            return Err(TrainError::Engine(t.error.clone().unwrap_or_default()));
+        }
+        if bonus != 0.0 {
+            out.trajectories.iter_mut().for_each(|t| shape(t, bonus));
+            out.summary = RolloutSummary::of(&out.trajectories, out.summary.wall_seconds);
+        }
+        Ok((out.trajectories, out.summary))
     }
 }

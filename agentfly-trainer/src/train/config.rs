@@ -36,6 +36,11 @@ pub struct TrainSection {
     /// got no reward (the reward function failed, or the chain did); below it, those
     /// trajectories are left out of the update and counted in the step's metrics.
     pub max_reward_failures: f64,
+    /// A batch rolled out by an older policy than the one it updates (`rollout.overlap`)
+    /// weighs each token's loss by `π_old(token) / π_behaviour(token)`, the old policy's
+    /// probability over the one that sampled it, truncated at this cap (AReaL's decoupled
+    /// PPO; PPO's ratio and clip are then taken against the old policy).
+    pub behaviour_weight_cap: f32,
     /// The loss.
     pub loss: PolicyLossConfig,
 }
@@ -53,6 +58,7 @@ impl Default for TrainSection {
             value_clip: 0.2,
             track_kl: false,
             max_reward_failures: 0.1,
+            behaviour_weight_cap: 2.0,
             loss: PolicyLossConfig::default(),
         }
     }

@@ -5,6 +5,12 @@
 //! clipped loss (with the critic's clipped value loss under GAE), exact gradient
 //! accumulation over micro-batches, global-norm clipping and AdamW. A step whose loss or
 //! gradient is not finite is skipped, with the reason.
+//!
+//! A stale batch (rolled out by the policy before the old one) is corrected as AReaL's
+//! decoupled PPO does: the ratio and its clip are taken against the old policy (the one
+//! being updated), and each token's loss is weighed by the old policy's probability of it
+//! over the behaviour policy's, `exp(old − rollout log-prob)`, truncated at
+//! `behaviour_weight_cap`.
 
 use super::actor::Actor;
 use super::config::TrainSection;
@@ -22,14 +28,17 @@ use burn::tensor::{Tensor, TensorData};
 /// One batch: `config.ppo_epochs` passes of `config.mini_batches` updates of `actor` (and
 /// of `critic`, when there is one and the rows carry returns) on `rows`, each at least 2
 /// tokens long. `reference` is needed for a KL term in the loss (`loss.kl_coef`) or to
-/// report the KL (`track_kl`).
+/// report the KL (`track_kl`). `staleness`: updates since the rows' rollout log-probs were
+/// sampled; above 0 the loss is importance-weighted against them.
 pub fn policy_update(
     actor: &mut Actor,
     critic: &mut Option<Critic>,
     reference: Option<&Reference>,
     rows: &[PolicyRow],
     config: &TrainSection,
+    staleness: usize,
 ) -> StepReport {
+    let cap = config.behaviour_weight_cap;
     let temperature = actor.temperature;
     let groups = micro_batches_of(rows, config.micro_batch_tokens);
     let minis = split(rows.len(), config.mini_batches);
@@ -136,13 +145,18 @@ pub fn policy_update(
                 } else {
                     gather(&|i, t| old[i][t])
                 };
+                let token_weights = if staleness > 0 {
+                    gather(&|i, t| weights[i][t] * behaviour_weight(&rows[i], &old[i], t, cap).0)
+                } else {
+                    gather(&|i, t| weights[i][t])
+                };
                 let out = policy_loss(
                     PolicyLossInput {
                         logprobs: got.logprobs.unsqueeze_dim::<2>(0),
                         old_logprobs,
                         ref_logprobs: ref_logprobs.as_ref().map(|r| gather(&|i, t| r[i][t])),
                         advantages: gather(&|i, t| rows[i].advantages[t + 1]),
-                        weights: gather(&|i, t| weights[i][t]),
+                        weights: token_weights,
                         entropy: got.entropy.map(|e| e.unsqueeze_dim::<2>(0)),
                     },
                     &config.loss,
@@ -200,6 +214,10 @@ pub fn policy_update(
         }
     }
     (report.logprob_gap_mean, report.logprob_gap_max) = logprob_gap(rows, &old);
+    (
+        report.behaviour_weight_mean,
+        report.behaviour_weight_truncated,
+    ) = behaviour_weights(rows, &old, cap);
     let mean = |x: f32| x / attempted.max(1) as f32;
     report.loss = mean(sums[0]);
     report.pg_loss = mean(sums[1]);
@@ -213,6 +231,38 @@ pub fn policy_update(
         actor.step += 1;
     }
     report
+}
+
+/// The behaviour weight of row `row`'s position `t` (predicting token `t + 1`) whose old
+/// log-prob is `old[t]`: `exp(old − rollout log-prob)` truncated at `cap`, and whether it
+/// was; (1, false) where the rollout recorded none.
+fn behaviour_weight(row: &PolicyRow, old: &[f32], t: usize, cap: f32) -> (f32, bool) {
+    match row.rollout_logprobs.get(t + 1) {
+        Some(Some(sampled)) => {
+            let w = (old[t] - sampled).exp();
+            if w > cap { (cap, true) } else { (w, false) }
+        }
+        _ => (1.0, false),
+    }
+}
+
+/// Mean behaviour weight and share truncated over the learned tokens of `rows`.
+fn behaviour_weights(rows: &[PolicyRow], old: &[Vec<f32>], cap: f32) -> (f32, f32) {
+    let (mut sum, mut truncated, mut n) = (0.0f64, 0usize, 0usize);
+    for (row, old) in rows.iter().zip(old) {
+        for t in 0..old.len() {
+            if row.mask.is_empty() || row.mask[t + 1] > 0.0 {
+                let (w, cut) = behaviour_weight(row, old, t, cap);
+                sum += f64::from(w);
+                truncated += usize::from(cut);
+                n += 1;
+            }
+        }
+    }
+    if n == 0 {
+        return (1.0, 0.0);
+    }
+    ((sum / n as f64) as f32, truncated as f32 / n as f32)
 }
 
 /// Mean and largest |`old` − the rollout's log-prob| over the sampled tokens the rows

@@ -32,11 +32,18 @@ pub struct StepReport {
     /// Optimizer steps applied (not skipped).
     pub updates: usize,
     /// Mean |trainer's log-prob − rollout's| over the sampled tokens of the batch, before
-    /// any update: the two must agree (0 up to numerics); a gap means the trainer scores
-    /// another distribution than the one sampled from.
+    /// any update: the two must agree (0 up to numerics) when the batch is the current
+    /// policy's; a gap means the trainer scores another distribution than the one sampled
+    /// from. A stale batch's gap adds how far the last update moved the policy.
     pub logprob_gap_mean: f32,
     /// The largest such gap.
     pub logprob_gap_max: f32,
+    /// Mean over the learned tokens of the behaviour weight `π_old / π_behaviour`,
+    /// truncated at `behaviour_weight_cap` (1 up to numerics for a batch of the current
+    /// policy's; it weighs the loss only for a stale one).
+    pub behaviour_weight_mean: f32,
+    /// Share of learned tokens whose behaviour weight was truncated.
+    pub behaviour_weight_truncated: f32,
     /// Why an epoch's update was skipped, when one was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
