@@ -144,7 +144,7 @@ fn summary(
     }
     let _ = writeln!(
         md,
-        "| variant | runs | accuracy per seed | pooled correct | pooled accuracy | 95% interval (pooled) |\n|---|---|---|---|---|---|"
+        "| variant | runs | accuracy per seed | seeds' mean ± sd (min–max) | pooled correct | pooled accuracy | 95% interval (pooled) |\n|---|---|---|---|---|---|---|"
     );
     for (name, _, _) in VARIANTS {
         let runs: Vec<&Outcome> = outcomes.iter().filter(|o| o.variant == name).collect();
@@ -157,16 +157,35 @@ fn summary(
         let (lo, hi) = wilson_interval(k, n);
         let _ = writeln!(
             md,
-            "| {name} | {} | {} | {k}/{n} | {:.3} | {lo:.3}–{hi:.3} |",
+            "| {name} | {} | {} | {} | {k}/{n} | {:.3} | {lo:.3}–{hi:.3} |",
             runs.len(),
             runs.iter()
                 .map(|o| format!("s{}: {}/{}", o.seed, o.report.correct, o.report.samples))
                 .collect::<Vec<_>>()
                 .join(", "),
+            spread(&runs),
             k as f64 / n.max(1) as f64,
         );
     }
     md
+}
+
+/// The seeds' accuracies: their mean ± sample standard deviation and their range (the
+/// spread a pooled interval hides); the accuracy alone for one seed.
+fn spread(runs: &[&Outcome]) -> String {
+    let acc: Vec<f64> = runs.iter().map(|o| o.report.accuracy).collect();
+    let n = acc.len() as f64;
+    let mean = acc.iter().sum::<f64>() / n;
+    if acc.len() < 2 {
+        return format!("{mean:.3}");
+    }
+    let sd = (acc.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    let (min, max) = acc
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &a| {
+            (lo.min(a), hi.max(a))
+        });
+    format!("{mean:.3} ± {sd:.3} ({min:.3}–{max:.3})")
 }
 
 #[cfg(test)]
@@ -197,11 +216,14 @@ mod tests {
         let (lo, hi) = wilson_interval(66, 96);
         assert!(
             md.contains(&format!(
-                "| grpo | 2 | s1: 30/48, s3: 36/48 | 66/96 | 0.688 | {lo:.3}–{hi:.3} |"
+                "| grpo | 2 | s1: 30/48, s3: 36/48 | 0.688 ± 0.088 (0.625–0.750) | 66/96 | 0.688 | {lo:.3}–{hi:.3} |"
             )),
             "{md}"
         );
-        assert!(md.contains("| rloo | 1 | s1: 20/48 | 20/48 |"), "{md}");
+        assert!(
+            md.contains("| rloo | 1 | s1: 20/48 | 0.417 | 20/48 |"),
+            "{md}"
+        );
         assert!(!md.contains("| ppo |"), "{md}");
     }
 }

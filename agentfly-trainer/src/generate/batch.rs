@@ -11,7 +11,11 @@ use crate::Pretrained;
 use crate::model::{ForwardInput, KvCache};
 use agentfly_core::chat::Tokenizer;
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+
+/// From this many rows on, a decode step samples its rows on every core.
+const PARALLEL_SAMPLING_ROWS: usize = 4;
 
 /// Why a sequence stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -351,11 +355,28 @@ impl<K> DecodeBatch<K> {
         let device = logits.device();
         let vocab = logits.dims()[1];
         let host: Vec<f32> = logits.into_data().try_to_vec().expect("f32 logits");
+        // Each row's sampler has its own seeded stream: sampling them on every core
+        // draws the same tokens as one after the other (a few rows are not worth it).
+        let mut samplers: Vec<&mut Sampler> =
+            self.rows.iter_mut().map(|row| &mut row.sampler).collect();
+        let sampled: Vec<Option<(u32, f32)>> = if samplers.len() >= PARALLEL_SAMPLING_ROWS {
+            samplers
+                .par_iter_mut()
+                .zip(host.par_chunks(vocab))
+                .map(|(sampler, logits)| sampler.sample(logits))
+                .collect()
+        } else {
+            samplers
+                .iter_mut()
+                .zip(host.chunks(vocab))
+                .map(|(sampler, logits)| sampler.sample(logits))
+                .collect()
+        };
         let mut keep = Vec::with_capacity(self.rows.len());
         let mut next_ids = Vec::with_capacity(self.rows.len());
         let mut stopped = vec![false; self.rows.len()];
-        for (r, row) in self.rows.iter_mut().enumerate() {
-            let Some((id, logprob)) = row.sampler.sample(&host[r * vocab..(r + 1) * vocab]) else {
+        for (r, (row, sampled)) in self.rows.iter_mut().zip(sampled).enumerate() {
+            let Some((id, logprob)) = sampled else {
                 row.out.finish_reason = FinishReason::NonFinite;
                 stopped[r] = true;
                 continue;
