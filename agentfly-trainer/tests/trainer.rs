@@ -398,17 +398,7 @@ fn resume_equivalence(estimator: &str, lora: bool) {
     let lines = std::fs::read_to_string(resumed_dir.join("metrics.jsonl")).unwrap();
     assert_eq!(lines.lines().count(), 2);
 
-    let a = weights(&out.join("model"));
-    let b = weights(&resumed_dir.join("model"));
-    let diff = a
-        .iter()
-        .zip(&b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max);
-    assert!(
-        diff < 1e-6,
-        "max |Δw| between the straight and the resumed run = {diff}"
-    );
+    let a = same_final_weights(&out, &resumed_dir);
     let start = weights(&model);
     let moved = a
         .iter()
@@ -716,8 +706,14 @@ fn overlapped_steps_learn_one_update_stale_and_resume_exactly() {
             assert_eq!(a[key], b[key], "step {}: {key}", a["step"]);
         }
     }
-    let a = weights(&out.join("model"));
-    let b = weights(&resumed_dir.join("model"));
+    same_final_weights(&out, &resumed_dir);
+}
+
+/// The final weights of the run in `straight`, after checking that the run in `resumed`
+/// ended with the same.
+fn same_final_weights(straight: &Path, resumed: &Path) -> Vec<f32> {
+    let a = weights(&straight.join("model"));
+    let b = weights(&resumed.join("model"));
     let diff = a
         .iter()
         .zip(&b)
@@ -727,4 +723,5 @@ fn overlapped_steps_learn_one_update_stale_and_resume_exactly() {
         diff < 1e-6,
         "max |Δw| between the straight and the resumed run = {diff}"
     );
+    a
 }

@@ -2,7 +2,7 @@
 //! its charts beside it.
 
 use super::held_out::{self, Comparison, Eval};
-use super::training::TrainingCurves;
+use super::training::{TrainingCurves, step_seconds};
 use super::trajectories::SampleTrajectories;
 use crate::JobError;
 use crate::evaluation::ValPoint;
@@ -123,15 +123,5 @@ impl Report {
         let path = self.dir.join("REPORT.md");
         write(&path, &self.md)?;
         Ok(path)
-    }
-}
-
-/// A step's wall time: as measured, or (metrics written before steps were timed whole)
-/// its parts' sum.
-pub(crate) fn step_seconds(m: &StepMetrics) -> f64 {
-    if m.step_seconds > 0.0 {
-        m.step_seconds
-    } else {
-        m.rollout_seconds + m.update_seconds + m.sync_seconds
     }
 }

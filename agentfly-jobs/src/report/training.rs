@@ -2,7 +2,6 @@
 //! accuracy (95% intervals), KL to the reference and entropy, tool use and parse errors,
 //! groups kept and dropped by dynamic sampling.
 
-use super::document::step_seconds;
 use super::plots::{self, Panel, Proportion, Series};
 use crate::JobError;
 use crate::evaluation::ValPoint;
@@ -171,4 +170,14 @@ impl TrainingCurves<'_> {
 /// A count per trajectory of the step.
 fn per(x: usize, m: &StepMetrics) -> f64 {
     x as f64 / m.trajectories.max(1) as f64
+}
+
+/// A step's wall time: as measured, or (metrics written before steps were timed whole)
+/// its parts' sum.
+pub(crate) fn step_seconds(m: &StepMetrics) -> f64 {
+    if m.step_seconds > 0.0 {
+        m.step_seconds
+    } else {
+        m.rollout_seconds + m.update_seconds + m.sync_seconds
+    }
 }

@@ -6,16 +6,13 @@
 //! copied.
 
 use super::prefix::PrefixCache;
+use super::sampling::{hits_stop_string, sample_rows};
 use super::{Sampler, SamplingParams};
 use crate::Pretrained;
 use crate::model::{ForwardInput, KvCache};
 use agentfly_core::chat::Tokenizer;
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-
-/// From this many rows on, a decode step samples its rows on every core.
-const PARALLEL_SAMPLING_ROWS: usize = 4;
 
 /// Why a sequence stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -355,23 +352,11 @@ impl<K> DecodeBatch<K> {
         let device = logits.device();
         let vocab = logits.dims()[1];
         let host: Vec<f32> = logits.into_data().try_to_vec().expect("f32 logits");
-        // Each row's sampler has its own seeded stream: sampling them on every core
-        // draws the same tokens as one after the other (a few rows are not worth it).
-        let mut samplers: Vec<&mut Sampler> =
-            self.rows.iter_mut().map(|row| &mut row.sampler).collect();
-        let sampled: Vec<Option<(u32, f32)>> = if samplers.len() >= PARALLEL_SAMPLING_ROWS {
-            samplers
-                .par_iter_mut()
-                .zip(host.par_chunks(vocab))
-                .map(|(sampler, logits)| sampler.sample(logits))
-                .collect()
-        } else {
-            samplers
-                .iter_mut()
-                .zip(host.chunks(vocab))
-                .map(|(sampler, logits)| sampler.sample(logits))
-                .collect()
-        };
+        let sampled = sample_rows(
+            self.rows.iter_mut().map(|row| &mut row.sampler).collect(),
+            &host,
+            vocab,
+        );
         let mut keep = Vec::with_capacity(self.rows.len());
         let mut next_ids = Vec::with_capacity(self.rows.len());
         let mut stopped = vec![false; self.rows.len()];
@@ -601,19 +586,4 @@ pub fn generate(
         });
     }
     Ok(outputs)
-}
-
-/// Whether the tail of `ids` now contains one of `stop_strings`.
-fn hits_stop_string(ids: &[u32], stop_strings: &[String], tokenizer: Option<&Tokenizer>) -> bool {
-    if stop_strings.is_empty() {
-        return false;
-    }
-    let Some(tokenizer) = tokenizer else {
-        return false;
-    };
-    // Only the tail can newly contain a stop string: decode the last few tokens.
-    let longest = stop_strings.iter().map(|s| s.len()).max().unwrap_or(0);
-    let tail = &ids[ids.len().saturating_sub(longest + 2)..];
-    let text = tokenizer.decode(tail, false).unwrap_or_default();
-    stop_strings.iter().any(|s| text.contains(s.as_str()))
 }

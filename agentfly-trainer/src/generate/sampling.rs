@@ -1,7 +1,9 @@
 //! Choosing the next token from a row of logits, on the host.
 
+use agentfly_core::chat::Tokenizer;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// How tokens are chosen and when generation stops.
@@ -156,6 +158,32 @@ impl Sampler {
     }
 }
 
+/// From this many rows on, a decode step samples its rows on every core.
+const PARALLEL_SAMPLING_ROWS: usize = 4;
+
+/// One token for each row of `logits` (`[samplers.len(), vocab]`, row-major), each with its
+/// own sampler. Each sampler has its own seeded stream, so sampling the rows on every core
+/// draws the same tokens as one after the other (a few rows are not worth the threads).
+pub(crate) fn sample_rows(
+    mut samplers: Vec<&mut Sampler>,
+    logits: &[f32],
+    vocab: usize,
+) -> Vec<Option<(u32, f32)>> {
+    if samplers.len() >= PARALLEL_SAMPLING_ROWS {
+        samplers
+            .par_iter_mut()
+            .zip(logits.par_chunks(vocab))
+            .map(|(sampler, row)| sampler.sample(row))
+            .collect()
+    } else {
+        samplers
+            .iter_mut()
+            .zip(logits.chunks(vocab))
+            .map(|(sampler, row)| sampler.sample(row))
+            .collect()
+    }
+}
+
 /// `exp(x)` for `x ≤ 0` (0 below −87, where `f32` has no normal result): Cephes' `expf` —
 /// `x = n·ln 2 + r`, a degree-7 polynomial in `r`, `2ⁿ` put in the exponent bits — written
 /// without branches, calls or conversions so that a loop over it vectorises (4× the
@@ -206,6 +234,25 @@ fn argmax(values: &[f32]) -> usize {
         }
     }
     best
+}
+
+/// Whether the tail of `ids` now contains one of `stop_strings`.
+pub(crate) fn hits_stop_string(
+    ids: &[u32],
+    stop_strings: &[String],
+    tokenizer: Option<&Tokenizer>,
+) -> bool {
+    if stop_strings.is_empty() {
+        return false;
+    }
+    let Some(tokenizer) = tokenizer else {
+        return false;
+    };
+    // Only the tail can newly contain a stop string: decode the last few tokens.
+    let longest = stop_strings.iter().map(|s| s.len()).max().unwrap_or(0);
+    let tail = &ids[ids.len().saturating_sub(longest + 2)..];
+    let text = tokenizer.decode(tail, false).unwrap_or_default();
+    stop_strings.iter().any(|s| text.contains(s.as_str()))
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@
 //! | `sampler` | [`Sampler`]: the training data's seeded order |
 //! | `shaping` | optional reward shaping, kept apart from the task's reward |
 //! | `rows` | trajectories → training rows: masks and advantages |
-//! | `rl_step` | one RL step: rollouts with dynamic sampling, rows, update, weights to the engine |
+//! | `rl_step` | one RL step: rollouts with dynamic sampling, rows, update, weights to the engine; overlapped with the next rollout under `rollout.overlap` |
+//! | `batch` | a rolled-out batch waiting for its update, kept in checkpoints |
 //! | `sft` | the supervised warm start |
 //! | `train_loop` | the loop: SFT, steps, metrics, checkpoints, the final model |
 //! | `eval` | [`EvalReport`]: held-out accuracy with its Wilson interval |
@@ -27,6 +28,7 @@
 //! # Ok(()) }
 //! ```
 
+mod batch;
 pub mod checkpoint;
 mod config;
 mod error;

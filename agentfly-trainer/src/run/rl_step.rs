@@ -10,8 +10,9 @@
 //! every step reports its staleness. A batch rolled out but not yet learned from is kept in
 //! the checkpoint, so a resumed run learns from exactly what the interrupted one would have.
 
+use super::batch::Batch;
 use super::config::TrainerConfig;
-use super::error::{TrainError, io};
+use super::error::TrainError;
 use super::eval::accuracy_of;
 use super::metrics::StepMetrics;
 use super::rows::{RowInputs, advantage_means, training_rows};
@@ -20,41 +21,7 @@ use super::trainer::{Chains, Trainer};
 use crate::train::{Actor, Critic, Reference, policy_update};
 use agentfly_core::rl::GroupFilter;
 use agentfly_core::rollout::{RolloutSummary, Trajectory};
-use serde::{Deserialize, Serialize};
-use std::path::Path;
 use std::time::Instant;
-
-/// The file of a checkpoint that holds the batch rolled out for the next step.
-pub(super) const PENDING_FILE: &str = "pending.json";
-
-/// A rolled-out batch, waiting for its update.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Batch {
-    /// Every trajectory of every round.
-    all: Vec<Trajectory>,
-    /// Those to learn from (never one without a reward).
-    trained: Vec<Trajectory>,
-    /// Groups dropped by dynamic sampling.
-    dropped: usize,
-    /// Rollout rounds.
-    rounds: usize,
-    /// Seconds the rollout took.
-    seconds: f64,
-    /// Steps done when it was rolled out: the engine had that step's weights.
-    policy_step: usize,
-}
-
-impl Batch {
-    /// Reads a checkpoint's pending batch, when it has one.
-    pub(super) fn read(checkpoint: &Path) -> Result<Option<Self>, TrainError> {
-        let path = checkpoint.join(PENDING_FILE);
-        if !path.exists() {
-            return Ok(None);
-        }
-        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-        serde_json::from_str(&text).map(Some).map_err(io(&path))
-    }
-}
 
 /// What an update changes: the policy, its critic; what it reads: the reference and the
 /// configuration. Borrowed apart from [`Chains`], so a rollout runs beside it.

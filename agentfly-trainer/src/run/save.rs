@@ -1,9 +1,9 @@
 //! Writing a run out: the policy in Hugging Face layout, and checkpoints (policy, optimizer,
 //! critic, configuration, position), each committed atomically through `checkpoint`.
 
+use super::batch::PENDING_FILE;
 use super::checkpoint::{self, RunState};
 use super::error::{TrainError, io};
-use super::rl_step::PENDING_FILE;
 use super::trainer::Trainer;
 use crate::Pretrained;
 use crate::model::Rope;

@@ -3,10 +3,10 @@
 //! reference and the critic made, and — resuming — the latest checkpoint's weights,
 //! optimizer state and position restored.
 
+use super::batch::Batch;
 use super::checkpoint::{self, RunState};
 use super::config::{ConfigError, TrainerConfig};
 use super::error::{TrainError, io};
-use super::rl_step::Batch;
 use super::sampler::Sampler;
 use super::save::ADAPTER_DIR;
 use super::sft::SFT_MODEL;

@@ -2,10 +2,10 @@
 //! samples from a copy of the actor, the tools, the reward and the data — and what every
 //! stage of it shares: rolling out chains and evaluating held-out samples.
 
+use super::batch::Batch;
 use super::config::TrainerConfig;
 use super::error::{TrainError, io};
 use super::eval::EvalReport;
-use super::rl_step::Batch;
 use super::sampler::Sampler;
 use super::shaping::shape;
 use crate::engine::Engine;
