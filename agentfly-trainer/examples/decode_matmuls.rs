@@ -25,7 +25,9 @@ fn random(shape: [usize; 2], device: &Device) -> Tensor<2> {
 fn main() {
     let device = agentfly_trainer::device::parse_device("cpu").expect("the CPU device");
     let (hidden, vocab, layers) = (576, 49152, 30);
-    println!("| rows | LM head f32 ms | LM head f16 ms | one layer's projections f32 ms | × {layers} layers + LM head f32 ms |");
+    println!(
+        "| rows | LM head f32 ms | LM head f16 ms | one layer's projections f32 ms | × {layers} layers + LM head f32 ms |"
+    );
     println!("|---:|---:|---:|---:|---:|");
     for rows in [1usize, 8, 32] {
         let head = |dtype: DType| {
@@ -42,16 +44,21 @@ fn main() {
         };
         let (f32_head, f16_head) = (head(DType::F32), head(DType::F16));
         // q/k/v fused (576 + 2 × 192), gate/up fused (2 × 1536), o, down.
-        let layer: f64 = [(hidden, 960), (hidden, 3072), (hidden, hidden), (1536, hidden)]
-            .into_iter()
-            .map(|(k, n)| {
-                let w = random([k, n], &device);
-                let x = random([rows, k], &device);
-                time(50, || {
-                    let _ = x.clone().matmul(w.clone()).into_data();
-                })
+        let layer: f64 = [
+            (hidden, 960),
+            (hidden, 3072),
+            (hidden, hidden),
+            (1536, hidden),
+        ]
+        .into_iter()
+        .map(|(k, n)| {
+            let w = random([k, n], &device);
+            let x = random([rows, k], &device);
+            time(50, || {
+                let _ = x.clone().matmul(w.clone()).into_data();
             })
-            .sum();
+        })
+        .sum();
         println!(
             "| {rows} | {:.2} | {:.2} | {:.3} | {:.1} |",
             f32_head * 1e3,

@@ -1,0 +1,49 @@
+//! Greedy decoding of one batch with SmolLM2-135M-Instruct, for profilers: `rows` random
+//! 64-token prompts, `new` tokens each with EOS ignored; prints decode tokens per second
+//! (the prefill's single-token run subtracted, as the generation bench does).
+//!
+//! `perf record -g cargo run --release -p agentfly-trainer --example decode_batch -- 32 128`
+
+use agentfly_trainer::Pretrained;
+use agentfly_trainer::generate::{SamplingParams, generate};
+use std::time::Instant;
+
+#[global_allocator]
+static ALLOC: agentfly_trainer::alloc::Allocator = agentfly_trainer::alloc::Allocator;
+
+fn main() {
+    agentfly_trainer::alloc::retain_freed_memory();
+    let mut args = std::env::args().skip(1);
+    let rows: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(32);
+    let new: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(128);
+    let gguf = args
+        .next()
+        .unwrap_or_else(|| "models/SmolLM2-135M-Instruct.Q4_1.gguf".into());
+    let device = agentfly_trainer::device::parse_device("cpu").expect("the CPU device");
+    let model = Pretrained::load(std::path::Path::new(&gguf), &device)
+        .unwrap_or_else(|e| panic!("{gguf}: {e} (run `agentfly fetch-model`)"));
+    let vocab = model.config.vocab_size as u32;
+    let prompts: Vec<Vec<u32>> = (0..rows as u32)
+        .map(|r| {
+            (0..64)
+                .map(|i| 100 + (r * 7919 + i * 104_729) % (vocab - 100))
+                .collect()
+        })
+        .collect();
+    let run = |tokens: usize| {
+        let params = SamplingParams {
+            ignore_eos: true,
+            ..SamplingParams::greedy(tokens)
+        };
+        let start = Instant::now();
+        generate(&model, &prompts, &params, None).expect("prompts fit the context");
+        start.elapsed().as_secs_f64()
+    };
+    let first = run(1);
+    let all = run(new);
+    println!(
+        "batch {rows}: {:.1} decode tok/s ({:.1} ms per step)",
+        rows as f64 * (new - 1) as f64 / (all - first),
+        (all - first) / (new - 1) as f64 * 1e3
+    );
+}
