@@ -58,30 +58,29 @@ fn main() {
     let hf_dir = common::smollm2_hf_dir();
     let model_arg = hf_dir.to_string_lossy().into_owned();
     let mut table = Vec::new();
+    let lm_args = vec![
+        "--batch".to_string(),
+        BATCH.to_string(),
+        "--seq".into(),
+        SEQ.to_string(),
+    ];
+    let lora_args = [
+        lm_args.clone(),
+        vec!["--lora-rank".into(), LORA_RANK.to_string()],
+    ]
+    .concat();
     for (shape, label, script, extra) in [
         (
             "lm",
             format!("causal-LM step, {BATCH} × {SEQ} (every position learns)"),
             "transformers_train.py",
-            vec![
-                "--batch".to_string(),
-                BATCH.to_string(),
-                "--seq".into(),
-                SEQ.to_string(),
-            ],
+            lm_args,
         ),
         (
             "lm-lora",
             format!("the same, LoRA rank {LORA_RANK} on every projection"),
             "transformers_train.py",
-            vec![
-                "--batch".to_string(),
-                BATCH.to_string(),
-                "--seq".into(),
-                SEQ.to_string(),
-                "--lora-rank".into(),
-                LORA_RANK.to_string(),
-            ],
+            lora_args,
         ),
         (
             "rl",

@@ -7,11 +7,11 @@ rows in the batch's order, right-padded, logits at every position. Prints JSON."
 import argparse
 import json
 import os
-import resource
-import time
 
 import torch
 from transformers import AutoModelForCausalLM
+
+from train_timing import report_best_of
 
 
 def main():
@@ -65,15 +65,7 @@ def main():
         opt.step()
         return loss_value
 
-    step()  # warm-up
-    times = []
-    for _ in range(args.runs):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(),
-                      "seconds": min(times),
-                      "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+    report_best_of(step, args.runs)
 
 
 if __name__ == "__main__":

@@ -112,7 +112,7 @@ impl Learner<'_> {
             });
         }
         let summary = RolloutSummary::of(all, batch.seconds);
-        let staleness = step - batch.policy_step.min(step);
+        let staleness = step.saturating_sub(batch.policy_step);
         let mut metrics = StepMetrics {
             step: step + 1,
             trajectories: all.len(),

@@ -145,11 +145,14 @@ pub fn policy_update(
                 } else {
                     gather(&|i, t| old[i][t])
                 };
-                let token_weights = if staleness > 0 {
-                    gather(&|i, t| weights[i][t] * behaviour_weight(&rows[i], &old[i], t, cap).0)
-                } else {
-                    gather(&|i, t| weights[i][t])
-                };
+                let token_weights = gather(&|i, t| {
+                    let correction = if staleness > 0 {
+                        behaviour_weight(&rows[i], &old[i], t, cap).0
+                    } else {
+                        1.0
+                    };
+                    weights[i][t] * correction
+                });
                 let out = policy_loss(
                     PolicyLossInput {
                         logprobs: got.logprobs.unsqueeze_dim::<2>(0),
@@ -213,11 +216,7 @@ pub fn policy_update(
             report.updates += 1;
         }
     }
-    (report.logprob_gap_mean, report.logprob_gap_max) = logprob_gap(rows, &old);
-    (
-        report.behaviour_weight_mean,
-        report.behaviour_weight_truncated,
-    ) = behaviour_weights(rows, &old, cap);
+    against_rollout(rows, &old, cap, &mut report);
     let mean = |x: f32| x / attempted.max(1) as f32;
     report.loss = mean(sums[0]);
     report.pg_loss = mean(sums[1]);
@@ -246,39 +245,40 @@ fn behaviour_weight(row: &PolicyRow, old: &[f32], t: usize, cap: f32) -> (f32, b
     }
 }
 
-/// Mean behaviour weight and share truncated over the learned tokens of `rows`.
-fn behaviour_weights(rows: &[PolicyRow], old: &[Vec<f32>], cap: f32) -> (f32, f32) {
-    let (mut sum, mut truncated, mut n) = (0.0f64, 0usize, 0usize);
-    for (row, old) in rows.iter().zip(old) {
-        for t in 0..old.len() {
-            if row.mask.is_empty() || row.mask[t + 1] > 0.0 {
-                let (w, cut) = behaviour_weight(row, old, t, cap);
-                sum += f64::from(w);
-                truncated += usize::from(cut);
-                n += 1;
-            }
-        }
-    }
-    if n == 0 {
-        return (1.0, 0.0);
-    }
-    ((sum / n as f64) as f32, truncated as f32 / n as f32)
-}
-
-/// Mean and largest |`old` − the rollout's log-prob| over the sampled tokens the rows
-/// learn from (0, 0 when the rows carry no rollout log-probs).
-fn logprob_gap(rows: &[PolicyRow], old: &[Vec<f32>]) -> (f32, f32) {
-    let (mut sum, mut max, mut n) = (0.0f64, 0.0f32, 0usize);
+/// How the old log-probs compare with the rollout's, over the tokens the rows learn from:
+/// the mean and largest |gap| where the rollout recorded a log-prob (0, 0 where it recorded
+/// none), and the mean behaviour weight and share truncated (a token without one weighs 1).
+fn against_rollout(rows: &[PolicyRow], old: &[Vec<f32>], cap: f32, report: &mut StepReport) {
+    let (mut gap_sum, mut gap_max, mut sampled) = (0.0f64, 0.0f32, 0usize);
+    let (mut weight_sum, mut truncated, mut learned) = (0.0f64, 0usize, 0usize);
     for (row, old) in rows.iter().zip(old) {
         for (t, lp) in old.iter().enumerate() {
-            let learned = row.mask.is_empty() || row.mask[t + 1] > 0.0;
-            if let (true, Some(Some(sampled))) = (learned, row.rollout_logprobs.get(t + 1)) {
-                let gap = (lp - sampled).abs();
-                sum += f64::from(gap);
-                max = max.max(gap);
-                n += 1;
+            if !(row.mask.is_empty() || row.mask[t + 1] > 0.0) {
+                continue;
             }
+            if let Some(Some(rollout)) = row.rollout_logprobs.get(t + 1) {
+                let gap = (lp - rollout).abs();
+                gap_sum += f64::from(gap);
+                gap_max = gap_max.max(gap);
+                sampled += 1;
+            }
+            let (w, cut) = behaviour_weight(row, old, t, cap);
+            weight_sum += f64::from(w);
+            truncated += usize::from(cut);
+            learned += 1;
         }
     }
-    ((sum / n.max(1) as f64) as f32, max)
+    report.logprob_gap_mean = (gap_sum / sampled.max(1) as f64) as f32;
+    report.logprob_gap_max = gap_max;
+    (
+        report.behaviour_weight_mean,
+        report.behaviour_weight_truncated,
+    ) = if learned == 0 {
+        (1.0, 0.0)
+    } else {
+        (
+            (weight_sum / learned as f64) as f32,
+            truncated as f32 / learned as f32,
+        )
+    };
 }
