@@ -450,6 +450,20 @@ fn config_mistakes_name_the_file_and_the_key() {
     let err = TrainerConfig::load(&path).unwrap_err().to_string();
     assert!(err.contains("rollout.chains"), "{err}");
 
+    std::fs::write(
+        &path,
+        text.replace(
+            "ppo_epochs = 2",
+            "ppo_epochs = 2\nbehaviour_weight_cap = 0.5",
+        ),
+    )
+    .unwrap();
+    let err = TrainerConfig::load(&path).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&path.display().to_string()) && err.contains("train.behaviour_weight_cap"),
+        "{err}"
+    );
+
     std::fs::write(&path, text.replace("lr = 1e-3", "lr = \"fast\"")).unwrap();
     let err = TrainerConfig::load(&path).unwrap_err().to_string();
     assert!(err.contains("lr"), "{err}");

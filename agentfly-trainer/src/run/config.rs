@@ -357,6 +357,13 @@ impl TrainerConfig {
         if !(self.optim.lr > 0.0 && self.optim.lr.is_finite()) {
             return Err("optim.lr: must be a positive number".into());
         }
+        let cap = self.train.behaviour_weight_cap;
+        if !(cap >= 1.0 && cap.is_finite()) {
+            return Err(format!(
+                "train.behaviour_weight_cap: {cap} must be a number of at least 1 (it caps \
+                 π_old / π_behaviour; below 1 it would shrink every token's loss)"
+            ));
+        }
         if self.train.loss.clip_low < 0.0 || self.train.loss.clip_high < 0.0 {
             return Err("train.loss.clip_low / clip_high: must not be negative".into());
         }
