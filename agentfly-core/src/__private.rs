@@ -19,6 +19,40 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::fmt::Display;
 
+/// An environment detached from its context for an async tool that also holds the context
+/// (`&mut CallContext`). Put back with [`restore`](Self::restore); one dropped instead (the
+/// call panicked or was cancelled at its timeout) is marked broken, so its pool replaces it.
+pub struct DetachedEnv<T: 'static> {
+    handle: Option<crate::tool::EnvHandle<T>>,
+}
+
+impl<T: 'static> DetachedEnv<T> {
+    /// Holds `handle`.
+    pub fn new(handle: crate::tool::EnvHandle<T>) -> Self {
+        Self {
+            handle: Some(handle),
+        }
+    }
+
+    /// The instance.
+    pub fn get_mut(&mut self) -> &mut T {
+        self.handle.as_mut().expect("held until restored").get_mut()
+    }
+
+    /// The handle, to put back into the context.
+    pub fn restore(mut self) -> crate::tool::EnvHandle<T> {
+        self.handle.take().expect("held until restored")
+    }
+}
+
+impl<T: 'static> Drop for DetachedEnv<T> {
+    fn drop(&mut self) {
+        if let Some(handle) = &mut self.handle {
+            handle.mark_broken();
+        }
+    }
+}
+
 /// Compile-time check with a readable message for a parameter type that cannot be one.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a #[tool] parameter: it must implement both \

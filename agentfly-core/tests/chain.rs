@@ -38,6 +38,22 @@ async fn slow() -> String {
     "late".into()
 }
 
+/// Adds 2 and 3 by calling `add_numbers`, as code-as-action's functions do; with
+/// `submit_too`, also submits the sum.
+#[tool]
+async fn delegate(
+    ctx: &mut CallContext,
+    /// Also submit the sum.
+    submit_too: bool,
+) -> String {
+    let mut bridge = ctx.bridge("delegate", Default::default());
+    let sum = bridge.call("add_numbers", json!({"a": 2, "b": 3})).await;
+    if submit_too {
+        bridge.call("submit", json!({"answer": sum.text})).await;
+    }
+    format!("delegated: {}", sum.text)
+}
+
 static ARRIVED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Waits (up to 5 s) for a second caller: "met" when one came, "alone" when not.
@@ -185,6 +201,50 @@ async fn a_tool_then_an_answer() {
     .unwrap();
     assert_eq!(tokens, t.tokens);
     assert_eq!(mask, t.loss_mask);
+}
+
+#[tokio::test]
+async fn calls_made_from_inside_a_tool_are_recorded_and_can_answer() {
+    let mut f = fixture();
+    f.toolbox = Toolbox::from_names(&["delegate", "add_numbers", "submit"]).unwrap();
+    let script = [
+        "<tool_call>\n{\"name\": \"delegate\", \"arguments\": {\"submit_too\": false}}\n</tool_call>",
+        "<tool_call>\n{\"name\": \"delegate\", \"arguments\": {\"submit_too\": true}}\n</tool_call>",
+    ];
+    let (t, _) = run(&f, &script, &ChainConfig::default()).await;
+    assert_eq!(t.finish_reason, ChainEnd::Answered, "{:?}", t.error);
+    assert_eq!((t.response.as_str(), t.reward), ("5", Some(1.0)));
+    let calls: Vec<(&str, Option<&str>)> = t
+        .calls()
+        .map(|c| (c.name.as_str(), c.via.as_deref()))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("delegate", None),
+            ("add_numbers", Some("delegate")),
+            ("delegate", None),
+            ("add_numbers", Some("delegate")),
+            ("submit", Some("delegate")),
+        ]
+    );
+    check_mask(&t, &f, &script);
+    // The model read only its own call's result: one tool message after the first turn.
+    let conversation = Conversation {
+        messages: vec![
+            json!({"role": "user", "content": "What is 2 + 3?"}),
+            json!({"role": "assistant", "content": script[0]}),
+            json!({"role": "tool", "name": "delegate", "content": "delegated: 5"}),
+        ],
+        tools: Some(f.toolbox.schemas()),
+        add_generation_prompt: true,
+        ..Conversation::default()
+    };
+    let first_two_turns = f
+        .tokenizer
+        .decode(&t.tokens[..t.turns[1].start], false)
+        .unwrap();
+    assert_eq!(first_two_turns, f.template.render(&conversation).unwrap());
 }
 
 #[tokio::test]

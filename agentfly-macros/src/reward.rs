@@ -39,6 +39,13 @@ pub fn validate(options: &Options, function: &Function) -> syn::Result<()> {
         _ => {}
     }
     for param in &function.params {
+        if let ParamKind::Context { ty } = &param.kind {
+            errors.push(syn::Error::new_spanned(
+                ty,
+                "a #[reward] cannot take the `CallContext`: it reads the sample, the response, \
+                 the trajectory and at most one environment (`env: &mut Type`)",
+            ));
+        }
         let special = matches!(param.ident.to_string().as_str(), "response" | "trajectory");
         if special && !param.field_attrs.is_empty() {
             errors.push(syn::Error::new(
@@ -74,6 +81,7 @@ pub fn generate(options: &Options, function: &Function) -> TokenStream {
                 lets.push(quote!(let #ident: &mut #ty = __af_input.ctx.env::<#ty>().await?;));
                 call_args.push(quote!(#ident));
             }
+            (ParamKind::Context { .. }, _) => {} // refused by `validate`
             (ParamKind::Value { .. }, "response") => {
                 call_args.push(quote!(::core::convert::From::from(__af_input.response)));
             }

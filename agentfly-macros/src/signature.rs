@@ -32,6 +32,8 @@ pub enum ParamKind {
     Value { ty: Type, by_ref: bool },
     /// `&mut T`: the environment instance of the call.
     EnvMut { ty: Type },
+    /// `&mut CallContext`: the calling chain's context (a tool that calls other tools).
+    Context { ty: Type },
 }
 
 impl Param {
@@ -39,7 +41,7 @@ impl Param {
     pub fn is_option(&self) -> bool {
         match &self.kind {
             ParamKind::Value { ty, .. } => last_segment_is(ty, "Option"),
-            ParamKind::EnvMut { .. } => false,
+            ParamKind::EnvMut { .. } | ParamKind::Context { .. } => false,
         }
     }
 }
@@ -122,6 +124,13 @@ pub fn parse(kind: Kind, item: TokenStream) -> syn::Result<Function> {
                     });
                 pat_type.attrs = kept;
                 let kind = match &*pat_type.ty {
+                    Type::Reference(TypeReference {
+                        mutability: Some(_),
+                        elem,
+                        ..
+                    }) if last_segment_is(elem, "CallContext") => ParamKind::Context {
+                        ty: (**elem).clone(),
+                    },
                     Type::Reference(TypeReference {
                         mutability: Some(_),
                         elem,

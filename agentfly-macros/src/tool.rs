@@ -42,6 +42,29 @@ pub fn validate(options: &Options, function: &Function) -> syn::Result<()> {
             }
         }
     }
+    for param in &function.params {
+        if let ParamKind::Context { ty } = &param.kind
+            && !function.is_async
+        {
+            errors.push(syn::Error::new_spanned(
+                ty,
+                "only an `async fn` #[tool] can take the `&mut CallContext` (its calls of other \
+                 tools are async)",
+            ));
+        }
+    }
+    if function
+        .params
+        .iter()
+        .filter(|p| matches!(p.kind, ParamKind::Context { .. }))
+        .count()
+        > 1
+    {
+        errors.push(syn::Error::new_spanned(
+            &sig.ident,
+            "a #[tool] takes the `&mut CallContext` at most once",
+        ));
+    }
     if let Some(env) = &options.env {
         let first_is_env = matches!(
             function.params.first().map(|p| &p.kind),
@@ -95,13 +118,29 @@ pub fn generate(options: &Options, function: &Function) -> TokenStream {
                 });
             }
             ParamKind::EnvMut { .. } => call_args.push(quote!(__af_env)),
+            ParamKind::Context { .. } => call_args.push(quote!(__af_ctx)),
         }
     }
+    let takes_context = function
+        .params
+        .iter()
+        .any(|p| matches!(p.kind, ParamKind::Context { .. }));
 
     let call = quote!(#fn_ident(#(#call_args),*));
     let env_ty = options.env.as_ref();
     let body = match (function.is_async, env_ty) {
         (true, None) => quote!(let __af_out = #call.await;),
+        // The environment is detached from the context while the tool also holds the
+        // context; one not put back (a panic, a timeout) is marked broken.
+        (true, Some(env)) if takes_context => quote! {
+            let mut __af_detached =
+                #private::DetachedEnv::new(__af_ctx.take_env::<#env>().await?);
+            let __af_out = {
+                let __af_env: &mut #env = __af_detached.get_mut();
+                #call.await
+            };
+            __af_ctx.put_env::<#env>(__af_detached.restore());
+        },
         (true, Some(env)) => quote! {
             let __af_env: &mut #env = __af_ctx.env::<#env>().await?;
             let __af_out = #call.await;

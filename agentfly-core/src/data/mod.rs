@@ -1,6 +1,7 @@
 //! Datasets: the samples chains start from.
 
 mod jsonl;
+pub mod pypi;
 mod sample;
 
 pub use jsonl::{DataError, read_jsonl, write_jsonl};

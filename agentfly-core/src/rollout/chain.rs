@@ -276,7 +276,9 @@ impl ChainSetup<'_> {
             // text is stood in for by a marker, so templates that re-render earlier turns
             // (Qwen3 adds an empty think block) still give the text that follows it.
             messages.push(json!({"role": "assistant", "content": TURN_MARKER}));
-            for call in &turn.calls {
+            // The model reads what its own calls gave; calls its code made show inside them.
+            let direct: Vec<&CallRecord> = turn.calls.iter().filter(|c| c.via.is_none()).collect();
+            for call in &direct {
                 messages
                     .push(json!({"role": "tool", "name": call.name, "content": call.observation}));
             }
@@ -287,7 +289,7 @@ impl ChainSetup<'_> {
                 .ok_or_else(|| {
                     ChainError::NotAppendOnly("the template drops the assistant's text".into())
                 })?;
-            let last = messages.len() - turn.calls.len() - 1;
+            let last = messages.len() - direct.len() - 1;
             messages[last]["content"] = Value::String(text.clone());
             let env_text = if ended_by_eot {
                 after.strip_prefix(eot_text.as_str()).unwrap_or(after)
@@ -330,8 +332,8 @@ impl ChainSetup<'_> {
             if segment.is_empty() {
                 return (records, None);
             }
-            for (record, answer) in self.call_segment(segment, ctx).await {
-                records.push(record);
+            for (done, answer) in self.call_segment(segment, ctx).await {
+                records.extend(done);
                 if answer.is_some() {
                     return (records, answer);
                 }
@@ -350,7 +352,7 @@ impl ChainSetup<'_> {
         &self,
         calls: Vec<CallParse>,
         ctx: &mut CallContext,
-    ) -> Vec<(CallRecord, Option<String>)> {
+    ) -> Vec<(Vec<CallRecord>, Option<String>)> {
         let (stateful, stateless): (Vec<_>, Vec<_>) = calls
             .into_iter()
             .enumerate()
@@ -372,13 +374,16 @@ impl ChainSetup<'_> {
         done.into_iter().map(|(_, outcome)| outcome).collect()
     }
 
-    /// One call: its record and, when it is a terminal tool's success, the answer.
+    /// One call: its record, then the records of the calls it made from inside (code
+    /// calling tools), and, when it or one of those is a terminal tool's success, the
+    /// answer.
     async fn one_call(
         &self,
         ctx: &mut CallContext,
         call: CallParse,
-    ) -> (CallRecord, Option<String>) {
+    ) -> (Vec<CallRecord>, Option<String>) {
         let start = Instant::now();
+        drop(ctx.take_nested_calls());
         let (name, arguments, observation): (String, Value, Observation) = match call {
             CallParse::Call(call) => {
                 let observation = self
@@ -399,24 +404,53 @@ impl ChainSetup<'_> {
                 },
             ),
         };
-        let error = observation.is_error.then(|| {
-            observation
-                .error_kind
-                .map_or_else(|| "parse error".to_string(), |k| k.to_string())
-        });
-        let answer = observation.terminal.then(|| match arguments.get("answer") {
-            Some(Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
-            None => observation.text.clone(),
-        });
-        let record = CallRecord {
-            name,
-            arguments,
-            observation: observation.text,
-            is_error: observation.is_error,
-            error,
-            seconds: start.elapsed().as_secs_f64(),
-        };
-        (record, answer)
+        let seconds = start.elapsed().as_secs_f64();
+        let mut answer = terminal_answer(&arguments, &observation);
+        let mut records = vec![record(name, arguments, observation, seconds, None)];
+        for nested in ctx.take_nested_calls() {
+            if answer.is_none() {
+                answer = terminal_answer(&nested.arguments, &nested.observation);
+            }
+            records.push(record(
+                nested.name,
+                nested.arguments,
+                nested.observation,
+                nested.seconds,
+                Some(nested.via.to_string()),
+            ));
+        }
+        (records, answer)
+    }
+}
+
+/// The answer of a terminal tool's successful call: its `answer` argument, else its text.
+fn terminal_answer(arguments: &Value, observation: &Observation) -> Option<String> {
+    observation.terminal.then(|| match arguments.get("answer") {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => observation.text.clone(),
+    })
+}
+
+fn record(
+    name: String,
+    arguments: Value,
+    observation: Observation,
+    seconds: f64,
+    via: Option<String>,
+) -> CallRecord {
+    let error = observation.is_error.then(|| {
+        observation
+            .error_kind
+            .map_or_else(|| "parse error".to_string(), |k| k.to_string())
+    });
+    CallRecord {
+        name,
+        arguments,
+        observation: observation.text,
+        is_error: observation.is_error,
+        error,
+        seconds,
+        via,
     }
 }

@@ -37,6 +37,10 @@ pub struct CallRecord {
     pub error: Option<String>,
     /// Seconds the call took.
     pub seconds: f64,
+    /// The tool whose call made this one from inside (code-as-action: a function called in
+    /// the `code_interpreter`'s code); `None` for a call the model wrote itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 /// One model turn: the span of its sampled tokens, then the span of what the environment

@@ -1,6 +1,6 @@
 //! The state one chain's tool calls and reward share: its environment instances.
 
-use super::{ToolErrorKind, ToolFailure};
+use super::{NestedCall, ToolErrorKind, ToolFailure, Toolbox};
 use crate::Sample;
 use crate::env::{Env, EnvError, EnvPools, Lease, LeaseError};
 use std::any::{Any, TypeId, type_name};
@@ -21,6 +21,8 @@ pub struct CallContext {
     pools: Option<EnvPools>,
     sample: Option<Sample>,
     touched: Vec<TypeId>,
+    toolbox: Option<Toolbox>,
+    nested: Vec<NestedCall>,
 }
 
 /// A stateful tool or reward could not get its environment.
@@ -143,6 +145,26 @@ impl CallContext {
             pools: Some(pools),
             ..Self::default()
         }
+    }
+
+    /// The chain's toolbox: what a tool calling other tools may call (see
+    /// [`bridge`](Self::bridge)).
+    pub fn toolbox(&self) -> Option<&Toolbox> {
+        self.toolbox.as_ref()
+    }
+
+    /// Sets the chain's toolbox.
+    pub fn set_toolbox(&mut self, toolbox: Toolbox) {
+        self.toolbox = Some(toolbox);
+    }
+
+    pub(crate) fn record_nested(&mut self, call: NestedCall) {
+        self.nested.push(call);
+    }
+
+    /// The calls made from inside other tools since the last time they were taken.
+    pub fn take_nested_calls(&mut self) -> Vec<NestedCall> {
+        std::mem::take(&mut self.nested)
     }
 
     /// Sets the sample leased instances are reset with.

@@ -2,6 +2,7 @@
 //! what the model reads back ([`Observation`]) and the per-chain state a call sees
 //! ([`CallContext`]).
 
+mod bridge;
 mod context;
 mod invoke;
 mod observation;
@@ -9,6 +10,7 @@ mod schema;
 mod spec;
 mod toolbox;
 
+pub use bridge::{BridgeLimits, NestedCall, ToolBridge};
 pub use context::{CallContext, EnvHandle, EnvUnavailable, MissingEnvironment};
 pub use invoke::panic_message;
 pub(crate) use invoke::panicked;

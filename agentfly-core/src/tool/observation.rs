@@ -42,6 +42,8 @@ pub enum ToolErrorKind {
     MissingEnvironment,
     /// The environment's pool gave no instance in time, or one could not be created.
     EnvironmentUnavailable,
+    /// Not allowed from where it was made: a call from inside another tool over its limits.
+    Refused,
 }
 
 impl fmt::Display for ToolErrorKind {
@@ -55,6 +57,7 @@ impl fmt::Display for ToolErrorKind {
             ToolErrorKind::TimedOut => "timed out",
             ToolErrorKind::MissingEnvironment => "missing environment",
             ToolErrorKind::EnvironmentUnavailable => "environment unavailable",
+            ToolErrorKind::Refused => "refused",
         };
         f.write_str(text)
     }

@@ -38,6 +38,19 @@ impl Toolbox {
         Ok(Self::with_tools(tools))
     }
 
+    /// A toolbox of exactly these tools, in this order.
+    pub fn from_specs(tools: Vec<&'static ToolSpec>) -> Self {
+        Self::with_tools(tools)
+    }
+
+    /// This toolbox's settings with only `tools`.
+    pub(crate) fn with_only(&self, tools: Vec<&'static ToolSpec>) -> Self {
+        Self {
+            tools,
+            default_timeout: self.default_timeout,
+        }
+    }
+
     fn with_tools(tools: Vec<&'static ToolSpec>) -> Self {
         Self {
             tools,
@@ -110,8 +123,13 @@ impl Toolbox {
         self.call(ctx, name, args).await
     }
 
-    /// Calls `name` with parsed arguments, in the chain's `ctx`.
+    /// Calls `name` with parsed arguments, in the chain's `ctx`. A context that has no
+    /// toolbox yet gets this one: a tool that calls other tools (code-as-action) calls
+    /// those of the toolbox it was called through.
     pub async fn call(&self, ctx: &mut CallContext, name: &str, args: Value) -> Observation {
+        if ctx.toolbox().is_none() {
+            ctx.set_toolbox(self.clone());
+        }
         match self.get(name) {
             Some(spec) => invoke(spec, ctx, args, self.default_timeout).await,
             None => Observation::error(

@@ -1,5 +1,6 @@
 //! How sandboxes are made: interpreter, limits, isolation.
 
+use agentfly_core::tool::BridgeLimits;
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -41,6 +42,9 @@ pub struct SandboxConfig {
     pub drop_privileges: bool,
     /// The uids given to sandboxes when privileges are dropped, one per live instance.
     pub uid_range: (u32, u32),
+    /// Bounds on the calls one cell makes to the chain's tools (defined as functions in
+    /// the namespace).
+    pub tool_calls: BridgeLimits,
 }
 
 impl Default for SandboxConfig {
@@ -59,6 +63,7 @@ impl Default for SandboxConfig {
             isolate_network: true,
             drop_privileges: true,
             uid_range: (61_000, 62_000),
+            tool_calls: BridgeLimits::default(),
         }
     }
 }

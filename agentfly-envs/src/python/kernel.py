@@ -3,13 +3,17 @@
 # Started by the host with the sandbox config as argv[1] (JSON). It sets resource limits,
 # drops privileges when it was started as root, then answers one JSON request per line on
 # its stdin with one JSON line on its (original) stdout:
-#   {"op": "exec", "code": ...} -> stdout, stderr, value, error, cpu_seconds
+#   {"op": "exec", "code": ..., "tools": [...]} -> stdout, stderr, value, error, cpu_seconds
+#       While the cell runs, each call of one of `tools` (the chain's tools, defined as
+#       functions in the namespace) is sent as {"op": "call", "tool": ..., "args": {...}}
+#       and answered by the host with one line {"text": ..., "is_error": ...}.
 #   {"op": "reset"}             -> a fresh namespace and an empty working directory
 #   {"op": "ping"}              -> cpu_seconds_left
 # The cell's own stdin is /dev/null; its stdout and stderr (also those of subprocesses)
 # go to unlinked capture files that the kernel reads back, up to a cap.
 import ast
 import builtins
+import inspect
 import io
 import json
 import linecache
@@ -20,6 +24,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import traceback
 
 CFG = json.loads(sys.argv[1])
@@ -119,8 +124,95 @@ class Notepad:
         return "\n".join(lines)
 
 
+class ToolError(Exception):
+    """A tool called from code failed; the message says why."""
+
+
+CALL_LOCK = threading.Lock()
+
+
+def call_tool(name, args):
+    if os.getpid() != KERNEL_PID:
+        raise ToolError(f"{name}: tools can be called only from the notebook's own process")
+    try:
+        request = json.dumps({"op": "call", "tool": name, "args": args})
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{name}: the arguments must be JSON values (str, int, float, "
+                        f"bool, None, list, dict): {e}") from None
+    with CALL_LOCK:
+        PROTO_OUT.write(request + "\n")
+        PROTO_OUT.flush()
+        line = PROTO_IN.readline()
+    if not line:
+        os._exit(3)  # the host is gone
+    answer = json.loads(line)
+    if answer.get("is_error"):
+        raise ToolError(answer.get("text", ""))
+    return answer.get("text", "")
+
+
+PY_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
+            "array": "list", "object": "dict"}
+
+
+def type_name(schema):
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        names = [PY_TYPES.get(k, "None" if k == "null" else k) for k in kind]
+        return " | ".join(names)
+    return PY_TYPES.get(kind, "object")
+
+
+def make_tool(spec):
+    """A Python function with the tool's parameters and docstring that calls it."""
+    name = spec["name"]
+    schema = spec.get("parameters") or {}
+    props = schema.get("properties") or {}
+    required = [p for p in schema.get("required") or [] if p in props]
+    optional = [p for p in props if p not in required]
+    usable = all(p.isidentifier() for p in props)
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    if usable:
+        params = [inspect.Parameter(p, kind) for p in required]
+        params += [inspect.Parameter(p, kind, default=None) for p in optional]
+    else:
+        params = [inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)]
+    signature = inspect.Signature(params)
+
+    def tool(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{name}{signature}: {e}") from None
+        given = dict(bound.arguments)
+        if not usable:
+            given = dict(given.get("kwargs", {}))
+        payload = {k: v for k, v in given.items() if not (k in optional and v is None)}
+        return call_tool(name, payload)
+
+    lines = [spec.get("description", "").strip(), ""]
+    if props:
+        lines.append("Args:")
+        for p, sub in props.items():
+            text = (sub.get("description") or "").strip()
+            lines.append(f"    {p} ({type_name(sub)}): {text}")
+    lines.append("Returns the tool's text; raises ToolError when the call fails.")
+    tool.__name__ = tool.__qualname__ = name
+    tool.__signature__ = signature
+    tool.__doc__ = "\n".join(lines)
+    return tool
+
+
+def define_tools(tools):
+    for spec in tools or []:
+        name = spec.get("name", "")
+        if name.isidentifier():
+            NS[name] = make_tool(spec)
+
+
 def fresh_namespace():
-    return {"__name__": "__main__", "__builtins__": builtins, "notepad": Notepad()}
+    return {"__name__": "__main__", "__builtins__": builtins, "notepad": Notepad(),
+            "ToolError": ToolError}
 
 
 NS = fresh_namespace()
@@ -252,6 +344,7 @@ for line in PROTO_IN:
     request = json.loads(line)
     op = request.get("op")
     if op == "exec":
+        define_tools(request.get("tools"))
         send(run_cell(request["code"]))
     elif op == "reset":
         reset()

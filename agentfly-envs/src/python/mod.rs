@@ -26,9 +26,11 @@
 
 mod config;
 mod process;
+mod tools;
 
 pub use config::SandboxConfig;
 pub use process::Isolation;
+pub use tools::python_stubs;
 
 use agentfly_core::Sample;
 use agentfly_core::env::{Env, EnvError};
@@ -37,11 +39,14 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 const KERNEL: &str = include_str!("kernel.py");
+
+/// The longest message the kernel may send (a cell's capped output is far below it).
+const MAX_MESSAGE_BYTES: u64 = 16 << 20;
 
 /// What one call printed and returned.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
@@ -100,7 +105,7 @@ impl CellOutput {
 struct Kernel {
     child: Child,
     stdin: ChildStdin,
-    stdout: Lines<BufReader<ChildStdout>>,
+    stdout: BufReader<ChildStdout>,
     pgid: u32,
     /// A request was sent whose answer was never read (the call was cancelled).
     busy: bool,
@@ -200,6 +205,11 @@ impl PythonSandbox {
         self.workdir.path()
     }
 
+    /// How it was made.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.config
+    }
+
     /// Calls run so far, and restarts of the interpreter.
     pub fn stats(&self) -> (u64, u64) {
         (self.calls, self.restarts)
@@ -246,7 +256,7 @@ impl PythonSandbox {
             .map_err(|e| env_err(&format!("starting {}", python.display()), e))?;
         let pgid = child.id().unwrap_or(0);
         let stdin = child.stdin.take().expect("piped stdin");
-        let stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
         let mut stderr = child.stderr.take().expect("piped stderr");
         self.kernel = Some(Kernel {
             child,
@@ -303,10 +313,15 @@ impl PythonSandbox {
 
     async fn read_line(&mut self, timeout: Duration) -> Result<Value, KernelError> {
         let kernel = self.kernel()?;
-        match tokio::time::timeout(timeout, kernel.stdout.next_line()).await {
+        let mut line = Vec::new();
+        // Bounded: code can write to the kernel's channel too, and a line without end must
+        // not take the host's memory.
+        let mut limited = (&mut kernel.stdout).take(MAX_MESSAGE_BYTES);
+        let read = limited.read_until(b'\n', &mut line);
+        match tokio::time::timeout(timeout, read).await {
             Err(_) => Err(KernelError::NoAnswer(timeout)),
             Ok(Err(e)) => Err(KernelError::Gone(format!("reading its answer failed: {e}"))),
-            Ok(Ok(None)) => {
+            Ok(Ok(0)) => {
                 // It closed its output; give it a moment to be reaped for its exit status.
                 let status = tokio::time::timeout(Duration::from_millis(500), kernel.child.wait())
                     .await
@@ -317,12 +332,18 @@ impl PythonSandbox {
                     None => "the interpreter closed its output".to_string(),
                 }))
             }
-            Ok(Ok(Some(line))) => serde_json::from_str(&line)
-                .map_err(|e| KernelError::Gone(format!("bad answer {line:?}: {e}"))),
+            Ok(Ok(_)) if line.last() != Some(&b'\n') => Err(KernelError::Gone(format!(
+                "it sent a message over {MAX_MESSAGE_BYTES} bytes"
+            ))),
+            Ok(Ok(_)) => serde_json::from_slice(&line).map_err(|e| {
+                let shown: String = String::from_utf8_lossy(&line).chars().take(200).collect();
+                KernelError::Gone(format!("bad answer {shown:?}: {e}"))
+            }),
         }
     }
 
-    async fn request(&mut self, request: Value, timeout: Duration) -> Result<Value, KernelError> {
+    /// Sends one request line; the kernel is busy until its answer is read.
+    async fn send(&mut self, request: &Value) -> Result<(), KernelError> {
         if self.kernel.as_ref().is_some_and(|k| k.busy) {
             // The last call was cancelled mid-way: its answer would be read as this one's.
             self.restart()
@@ -333,9 +354,16 @@ impl PythonSandbox {
         kernel.busy = true;
         let line = format!("{request}\n");
         if let Err(e) = kernel.stdin.write_all(line.as_bytes()).await {
-            return Err(KernelError::Gone(format!("sending the code failed: {e}")));
+            return Err(KernelError::Gone(format!(
+                "sending the request failed: {e}"
+            )));
         }
         let _ = kernel.stdin.flush().await;
+        Ok(())
+    }
+
+    async fn request(&mut self, request: Value, timeout: Duration) -> Result<Value, KernelError> {
+        self.send(&request).await?;
         let answer = self.read_line(timeout).await?;
         self.kernel()?.busy = false;
         Ok(answer)
@@ -344,49 +372,33 @@ impl PythonSandbox {
     /// Runs `code` as one notebook cell. Never fails: a timeout or a crash is reported in
     /// the output and the interpreter restarted for the next call.
     pub async fn run(&mut self, code: &str) -> CellOutput {
-        self.calls += 1;
-        let start = Instant::now();
-        if self.kernel.is_none()
-            && let Err(e) = self.restart().await
-        {
-            return CellOutput {
-                error: Some(e.to_string()),
-                ..CellOutput::default()
-            };
-        }
-        let timeout = self.config.call_timeout;
-        let answer = self
-            .request(json!({"op": "exec", "code": code}), timeout)
-            .await;
-        let mut out = match answer {
-            Ok(v) => self.parse_cell(v),
-            Err(why) => {
-                let timed_out = matches!(why, KernelError::NoAnswer(_));
-                let what = if timed_out {
-                    format!(
-                        "Execution timed out after {:.0} s and was stopped.",
-                        timeout.as_secs_f64()
-                    )
-                } else {
-                    format!("The Python process died: {why}.")
-                };
-                let restarted = self.restart().await.is_ok();
-                let after = if restarted {
-                    " The interpreter was restarted: variables defined before are lost; files \
-                     in the working directory are kept."
-                } else {
-                    " The interpreter could not be restarted."
-                };
-                CellOutput {
-                    error: Some(format!("{what}{after}")),
-                    timed_out,
-                    restarted,
-                    ..CellOutput::default()
-                }
-            }
+        self.run_with_tools(code, None).await
+    }
+
+    /// The output of a call that got no answer: why, and the interpreter restarted.
+    async fn lost_call(&mut self, why: KernelError) -> CellOutput {
+        let timed_out = matches!(why, KernelError::NoAnswer(_));
+        let what = if timed_out {
+            format!(
+                "Execution timed out after {:.0} s and was stopped.",
+                self.config.call_timeout.as_secs_f64()
+            )
+        } else {
+            format!("The Python process died: {why}.")
         };
-        out.wall_seconds = start.elapsed().as_secs_f64();
-        out
+        let restarted = self.restart().await.is_ok();
+        let after = if restarted {
+            " The interpreter was restarted: variables defined before are lost; files \
+             in the working directory are kept."
+        } else {
+            " The interpreter could not be restarted."
+        };
+        CellOutput {
+            error: Some(format!("{what}{after}")),
+            timed_out,
+            restarted,
+            ..CellOutput::default()
+        }
     }
 
     fn parse_cell(&self, v: Value) -> CellOutput {
