@@ -5,7 +5,7 @@
 //! a BM25 query of a few milliseconds on tokio's blocking pool.
 
 use agentfly_core::tool;
-use agentfly_envs::wiki::{DEFAULT_CORPUS, WikiError, WikiIndex};
+use agentfly_envs::wiki::{Article, DEFAULT_CORPUS, WikiError, WikiIndex};
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
@@ -81,11 +81,16 @@ pub fn retrieve(
 ) -> Result<String, String> {
     let index = index()?;
     let article = index.retrieve(&title).map_err(|e| e.to_string())?;
+    Ok(article_text(article))
+}
+
+/// What `retrieve` shows of an article: its title (and description), then its summary.
+pub fn article_text(article: &Article) -> String {
     let mut text = article.title.clone();
     if !article.description.is_empty() {
         text.push_str(&format!(" ({})", article.description));
     }
     text.push('\n');
     text.push_str(&article.summary);
-    Ok(text)
+    text
 }

@@ -1,0 +1,519 @@
+//! Questions with verifiable answers about the wiki corpus, generated from a seed, for the
+//! search / retrieve agents:
+//!
+//! | family | the question | the answer | what solves it |
+//! |---|---|---|---|
+//! | [`Family::YearTitled`] | a sentence of the named article with its year blanked | the year | `retrieve(title)`, read |
+//! | [`Family::YearUntitled`] | the same with the title's words masked too | the year | `search`, then read |
+//! | [`Family::TitleFromDescription`] | Wikipedia's short description of an article | its title | `search`, choose |
+//!
+//! Articles are split first (test, validation, train: disjoint by source article), then
+//! each split's questions are drawn from its own articles, one question per article,
+//! families in turn; the warm-start demonstrations use only the narrow first family, on
+//! training articles. The answer never appears in its question (checked as each one is
+//! made). A summary's year is used only where it occurs once in the summary and the
+//! sentence holds no other year, so the blank has one answer.
+
+use super::arithmetic::{Exhausted, SplitSizes, normalise};
+use crate::wiki::article_text;
+use agentfly_core::Sample;
+use agentfly_core::data::{DataError, write_jsonl};
+use agentfly_envs::wiki::{Article, Corpus, title_key};
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+/// The form of a question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// The named article's sentence with its year blanked — the narrow form of the
+    /// warm-start demonstrations.
+    YearTitled,
+    /// The same sentence, its article not named and the title's words masked.
+    YearUntitled,
+    /// The article's title from its short description.
+    TitleFromDescription,
+}
+
+impl Family {
+    /// Every family: the wide mix of the RL and test splits.
+    pub const WIDE: [Family; 3] = [
+        Family::YearTitled,
+        Family::YearUntitled,
+        Family::TitleFromDescription,
+    ];
+}
+
+/// One question about one article.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Question {
+    /// Unique within its split.
+    pub id: String,
+    /// The question the model reads.
+    pub question: String,
+    /// The answer.
+    pub answer: String,
+    /// Its form.
+    pub family: Family,
+    /// The title of the article it is about.
+    pub article: String,
+}
+
+const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
+const YEAR_CUES: [&str; 12] = [
+    "in", "since", "until", "by", "from", "of", "between", "and", "around", "after", "before", "to",
+];
+
+/// The sentences of a summary: split after `. `, `! ` or `? ` before a capital letter.
+fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let bytes = text.as_bytes();
+    for i in 1..bytes.len().saturating_sub(1) {
+        if matches!(bytes[i - 1], b'.' | b'!' | b'?')
+            && bytes[i] == b' '
+            && bytes[i + 1].is_ascii_uppercase()
+        {
+            out.push(text[start..i].trim());
+            start = i + 1;
+        }
+    }
+    out.push(text[start..].trim());
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+/// The years (1000–2029) written in `text` as words of four digits, with where each is.
+fn years(text: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i + 4 <= bytes.len() {
+        let boundary_before = i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
+        let digits = bytes[i..i + 4].iter().all(u8::is_ascii_digit);
+        let boundary_after = i + 4 == bytes.len() || !bytes[i + 4].is_ascii_alphanumeric();
+        if boundary_before && digits && boundary_after {
+            let year = &text[i..i + 4];
+            if ("1000".."2030").contains(&year) {
+                out.push((i, year));
+            }
+            i += 4;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Is the four-digit number at `at` written as a year ("in 1991", "(1977)", "12 December
+/// 1991", "December 12, 1991")?
+fn reads_as_year(sentence: &str, at: usize) -> bool {
+    let before = &sentence[..at];
+    if before.ends_with('(') {
+        return true;
+    }
+    let words: Vec<String> = before
+        .split_whitespace()
+        .rev()
+        .take(2)
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+        })
+        .collect();
+    match words.as_slice() {
+        [w, ..] if YEAR_CUES.contains(&w.as_str()) || MONTHS.contains(&w.as_str()) => true,
+        [day, month, ..] => {
+            day.len() <= 2
+                && day.chars().all(|c| c.is_ascii_digit())
+                && MONTHS.contains(&month.as_str())
+        }
+        _ => false,
+    }
+}
+
+/// The sentence of `article` with a year to blank: the year occurs once in the summary
+/// and is the sentence's only year. `None` when no sentence qualifies.
+fn year_sentence(article: &Article, rng: &mut ChaCha8Rng) -> Option<(String, String)> {
+    let mut found: Vec<(String, String)> = sentences(&article.summary)
+        .into_iter()
+        .filter(|s| (40..=260).contains(&s.len()))
+        .filter_map(|s| {
+            let [(at, year)] = years(s)[..] else {
+                return None;
+            };
+            // Not even inside "1940s" or "19401" elsewhere.
+            let once = article.summary.matches(year).count() == 1;
+            (once && reads_as_year(s, at)).then(|| {
+                (
+                    format!("{}____{}", &s[..at], &s[at + 4..]),
+                    year.to_string(),
+                )
+            })
+        })
+        .collect();
+    found.shuffle(rng);
+    found.into_iter().next()
+}
+
+/// `text` with each word of `title` (three letters or more) replaced by `…`.
+fn mask_title(text: &str, title: &str) -> String {
+    let title_words: HashSet<String> = title_key(title)
+        .split(' ')
+        .filter(|w| w.chars().count() >= 3 && !matches!(*w, "the" | "and" | "for" | "of"))
+        .map(str::to_string)
+        .collect();
+    text.split(' ')
+        .map(|word| {
+            let core = word.trim_matches(|c: char| !c.is_alphanumeric());
+            let key = title_key(core);
+            let hit = !key.is_empty()
+                && (title_words.contains(&key)
+                    || title_words.contains(key.trim_end_matches('s'))
+                    || key
+                        .strip_suffix("'s")
+                        .is_some_and(|k| title_words.contains(k)));
+            if hit {
+                word.replacen(core, "…", 1)
+            } else {
+                word.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Does the normalised answer appear, as whole words, in the normalised question?
+fn gives_away(question: &str, answer: &str) -> bool {
+    let q = format!(" {} ", title_key(question));
+    let a = format!(" {} ", title_key(answer));
+    a.trim().is_empty() || q.contains(&a)
+}
+
+/// The question of `family` about `article`, when the article allows one.
+fn question(article: &Article, family: Family, rng: &mut ChaCha8Rng) -> Option<Question> {
+    let (question, answer) = match family {
+        Family::YearTitled => {
+            let (sentence, year) = year_sentence(article, rng)?;
+            (
+                format!(
+                    "The encyclopedia article \"{}\" says: \"{sentence}\" Which year is missing?",
+                    article.title
+                ),
+                year,
+            )
+        }
+        Family::YearUntitled => {
+            let (sentence, year) = year_sentence(article, rng)?;
+            let masked = mask_title(&sentence, &article.title);
+            (
+                format!("An encyclopedia article says: \"{masked}\" Which year is missing?"),
+                year,
+            )
+        }
+        Family::TitleFromDescription => {
+            let description = article.description.trim();
+            if description.len() < 12 {
+                return None;
+            }
+            let masked = mask_title(description, &article.title);
+            (
+                format!(
+                    "Which encyclopedia article has the short description \"{masked}\"? Answer with its exact title."
+                ),
+                article.title.clone(),
+            )
+        }
+    };
+    (!gives_away(&question, &answer)).then(|| Question {
+        id: String::new(),
+        question,
+        answer,
+        family,
+        article: article.title.clone(),
+    })
+}
+
+/// Train, validation and test questions on disjoint articles, and the warm-start
+/// demonstrations (narrow form, on training articles not asked about in `train`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Splits {
+    /// RL training questions.
+    pub train: Vec<Question>,
+    /// Validation questions.
+    pub val: Vec<Question>,
+    /// Held-out test questions.
+    pub test: Vec<Question>,
+    /// Demonstrations for the warm start ([`Family::YearTitled`] only).
+    pub demos: Vec<Question>,
+}
+
+/// Draws `n` questions of `families` in turn from `articles` (in their order, each used at
+/// most once: the used ones are taken out), skipping questions already `taken`; ids
+/// `{prefix}-{i}`.
+fn draw(
+    corpus: &Corpus,
+    articles: &mut Vec<usize>,
+    n: usize,
+    families: &[Family],
+    prefix: &str,
+    rng: &mut ChaCha8Rng,
+    taken: &mut HashSet<String>,
+) -> Result<Vec<Question>, Exhausted> {
+    // Which articles allow each family does not depend on the draw: one pass.
+    let mut queues: Vec<std::collections::VecDeque<usize>> = families
+        .iter()
+        .map(|&family| {
+            articles
+                .iter()
+                .copied()
+                .filter(|&i| question(&corpus.articles()[i], family, &mut rng.clone()).is_some())
+                .collect()
+        })
+        .collect();
+    let mut used = HashSet::new();
+    let mut out = Vec::with_capacity(n);
+    let mut turn = 0;
+    while out.len() < n {
+        if queues.iter().all(|q| q.is_empty()) {
+            return Err(Exhausted {
+                split: prefix.to_string(),
+                wanted: n,
+                reason: format!("its articles allow only {} questions", out.len()),
+            });
+        }
+        let k = turn % families.len();
+        turn += 1;
+        // The family's next article not yet used by another family.
+        let Some(article) =
+            std::iter::from_fn(|| queues[k].pop_front()).find(|a| !used.contains(a))
+        else {
+            continue;
+        };
+        used.insert(article);
+        let Some(mut q) = question(&corpus.articles()[article], families[k], rng) else {
+            continue;
+        };
+        if taken.insert(normalise(&q.question)) {
+            q.id = format!("{prefix}-{}", out.len());
+            out.push(q);
+        }
+    }
+    articles.retain(|i| !used.contains(i));
+    Ok(out)
+}
+
+/// The splits of `seed`: articles shuffled, a tenth each for test and validation, the rest
+/// for training and the demonstrations. An error when a split asks for more questions than
+/// its articles allow.
+pub fn splits(corpus: &Corpus, seed: u64, sizes: SplitSizes) -> Result<Splits, Exhausted> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0031_719a);
+    let mut order: Vec<usize> = (0..corpus.len()).collect();
+    order.shuffle(&mut rng);
+    let tenth = corpus.len() / 10;
+    let mut test_articles = order[..tenth].to_vec();
+    let mut val_articles = order[tenth..2 * tenth].to_vec();
+    let mut train_articles = order[2 * tenth..].to_vec();
+    let mut taken = HashSet::new();
+    let test = draw(
+        corpus,
+        &mut test_articles,
+        sizes.test,
+        &Family::WIDE,
+        "test",
+        &mut rng,
+        &mut taken,
+    )?;
+    let val = draw(
+        corpus,
+        &mut val_articles,
+        sizes.val,
+        &Family::WIDE,
+        "val",
+        &mut rng,
+        &mut taken,
+    )?;
+    let demos = draw(
+        corpus,
+        &mut train_articles,
+        sizes.demos,
+        &[Family::YearTitled],
+        "demo",
+        &mut rng,
+        &mut taken,
+    )?;
+    let train = draw(
+        corpus,
+        &mut train_articles,
+        sizes.train,
+        &Family::WIDE,
+        "train",
+        &mut rng,
+        &mut taken,
+    )?;
+    Ok(Splits {
+        train,
+        val,
+        test,
+        demos,
+    })
+}
+
+/// How a demonstration writes its calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DemoFormat {
+    /// `<tool_call>{"name": ..., "arguments": ...}</tool_call>` (Hermes).
+    Hermes,
+    /// A fenced Python block that calls the tools as functions (code-as-action).
+    Code,
+}
+
+impl Question {
+    /// As a dataset sample: `question`, `answer` (what the SQuAD rewards read), `family`
+    /// and `article`.
+    pub fn sample(&self) -> Sample {
+        Sample::new(
+            self.id.clone(),
+            json!({
+                "question": self.question,
+                "answer": self.answer,
+                "family": self.family,
+                "article": self.article,
+            }),
+        )
+    }
+
+    /// As a demonstration in `format`: retrieve the named article, read it, submit the
+    /// year. The article's text is what the `retrieve` tool shows.
+    pub fn demonstration(&self, article: &Article, format: DemoFormat) -> Sample {
+        let text = article_text(article);
+        let messages = match format {
+            DemoFormat::Hermes => {
+                let call = |name: &str, arguments: serde_json::Value| {
+                    format!(
+                        "<tool_call>\n{}\n</tool_call>",
+                        json!({"name": name, "arguments": arguments})
+                    )
+                };
+                json!([
+                    {"role": "user", "content": self.question},
+                    {"role": "assistant", "content": call("retrieve", json!({"title": self.article}))},
+                    {"role": "tool", "name": "retrieve", "content": text},
+                    {"role": "assistant", "content": call("submit_answer", json!({"answer": self.answer}))},
+                ])
+            }
+            DemoFormat::Code => {
+                let code = |body: String| format!("```python\n{body}\n```");
+                let title = serde_json::to_string(&self.article).expect("a string");
+                let answer = serde_json::to_string(&self.answer).expect("a string");
+                json!([
+                    {"role": "user", "content": self.question},
+                    {"role": "assistant", "content": code(format!("print(retrieve({title}))"))},
+                    {"role": "tool", "name": "code_interpreter", "content": text},
+                    {"role": "assistant", "content": code(format!("submit_answer({answer})"))},
+                ])
+            }
+        };
+        Sample::new(
+            self.id.clone(),
+            json!({"messages": messages, "answer": self.answer, "article": self.article}),
+        )
+    }
+}
+
+impl Splits {
+    /// The splits' names, which are also their files' stems.
+    pub const NAMES: [&'static str; 4] = ["train", "val", "test", "demos"];
+
+    /// Writes each split into `dir` as JSON Lines (the demonstrations in `format`);
+    /// returns each file's sample count and path.
+    pub fn write(
+        &self,
+        dir: &Path,
+        corpus: &Corpus,
+        format: DemoFormat,
+    ) -> Result<Vec<(usize, PathBuf)>, DataError> {
+        std::fs::create_dir_all(dir).map_err(|source| DataError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let mut written = Vec::new();
+        for (name, questions) in
+            Self::NAMES
+                .into_iter()
+                .zip([&self.train, &self.val, &self.test, &self.demos])
+        {
+            let samples: Vec<Sample> = questions
+                .iter()
+                .map(|q| match corpus.get(&q.article) {
+                    Some(article) if name == "demos" => q.demonstration(article, format),
+                    _ => q.sample(),
+                })
+                .collect();
+            let path = dir.join(format!("{name}.jsonl"));
+            write_jsonl(&path, &samples)?;
+            written.push((samples.len(), path));
+        }
+        Ok(written)
+    }
+}
+
+/// Two splits share a source article.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "splits `{first}` and `{second}` both ask about the article \"{article}\": train, validation and test must be disjoint by article"
+)]
+pub struct SharedArticle {
+    /// The first split's name.
+    pub first: String,
+    /// The second split's name.
+    pub second: String,
+    /// The shared article.
+    pub article: String,
+}
+
+/// Checks that no source article (a sample's `article` field) is asked about in two of the
+/// named splits.
+pub fn check_articles_disjoint(splits: &[(&str, &[Sample])]) -> Result<(), SharedArticle> {
+    let mut seen: HashMap<String, &str> = HashMap::new();
+    for (name, samples) in splits {
+        for sample in *samples {
+            let Some(article) = sample.field("article").and_then(|a| a.as_str()) else {
+                continue;
+            };
+            match seen.get(article) {
+                Some(first) if first != name => {
+                    return Err(SharedArticle {
+                        first: first.to_string(),
+                        second: name.to_string(),
+                        article: article.to_string(),
+                    });
+                }
+                Some(_) => {}
+                None => {
+                    seen.insert(article.to_string(), name);
+                }
+            }
+        }
+    }
+    Ok(())
+}
