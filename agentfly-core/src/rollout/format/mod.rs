@@ -241,6 +241,7 @@ impl ToolCallFormat for CodeAction {
 
     fn parse(&self, text: &str) -> ParsedTurn {
         let mut calls = Vec::new();
+        let mut empty_seen = false;
         let mut rest = text;
         while let Some(start) = rest.find("```") {
             let after = &rest[start + 3..];
@@ -254,10 +255,23 @@ impl ToolCallFormat for CodeAction {
             };
             if matches!(lang.as_str(), "python" | "py" | "python3") {
                 let code = code.trim_end_matches("<|im_end|>").trim_end();
-                calls.push(CallParse::Call(ToolCall {
-                    name: self.tool.clone(),
-                    arguments: serde_json::json!({ "code": code }),
-                }));
+                if code.trim().is_empty() {
+                    // Empty fences (a degenerate run of them, often) are one error, not many
+                    // calls that do nothing.
+                    if !empty_seen {
+                        calls.push(CallParse::Malformed {
+                            text: "```python\n```".into(),
+                            error: "the code block is empty: write Python between the fences"
+                                .into(),
+                        });
+                    }
+                    empty_seen = true;
+                } else {
+                    calls.push(CallParse::Call(ToolCall {
+                        name: self.tool.clone(),
+                        arguments: serde_json::json!({ "code": code }),
+                    }));
+                }
             }
             rest = next;
         }

@@ -1,16 +1,24 @@
-//! A prepared calculator run: its directory opened with its settings, the model present, the
-//! problems written and checked disjoint, the trainer's configuration written; and what the
-//! run has produced so far, read back for the report and the ablations.
+//! A job's run: its directory opened with its settings, the model present, the data written
+//! and checked disjoint, the trainer's configuration written; and what the run has
+//! produced so far, read back for the report and the ablations. The stages
+//! ([`pipeline`]), the settings ([`settings`]) and the report ([`report`]) are shared by
+//! the calculator and wiki-qa jobs; what differs is the [`task`].
 
-use super::options::RunArgs;
-use super::settings::{Settings, TOOL_PROMPT};
+pub mod pipeline;
+pub mod report;
+pub mod settings;
+pub mod task;
+
+pub use settings::Settings;
+pub use task::{CallFormat, Task};
+
 use crate::JobError;
+use crate::calculator::options::RunArgs;
 use crate::evaluation::ValPoint;
 use crate::report::Eval;
 use crate::run_dir::{RunDir, read_json, read_jsonl};
 use agentfly_core::Sample;
 use agentfly_core::data::read_jsonl as read_samples;
-use agentfly_tools::tasks::arithmetic::{SplitSizes, Splits, check_disjoint, splits};
 use agentfly_trainer::io::smollm2;
 use agentfly_trainer::run::{EvalReport, SftReport, StepMetrics};
 use std::path::{Path, PathBuf};
@@ -33,14 +41,21 @@ pub struct Job {
 }
 
 impl Job {
-    /// The run directory for `args`: model fetched when it is the default and absent,
-    /// settings compared with an earlier run's, data generated (or read) and checked
-    /// disjoint, the system prompt and the trainer's configuration written.
+    /// The calculator's run directory for `args` (see [`prepare_task`](Self::prepare_task)).
     pub fn prepare(args: &RunArgs) -> Result<Self, JobError> {
-        let dir = args
-            .out
-            .clone()
-            .unwrap_or_else(|| Settings::default_dir(args));
+        Self::prepare_task(Task::Calculator, args, args.out.clone())
+    }
+
+    /// The run directory of `task` for `args` (in `out`, else the preset's): model fetched
+    /// when it is the default and absent, the task's tools made ready, settings compared
+    /// with an earlier run's, data generated (or read) and checked disjoint, the system
+    /// prompt and the trainer's configuration written.
+    pub fn prepare_task(
+        task: Task,
+        args: &RunArgs,
+        out: Option<PathBuf>,
+    ) -> Result<Self, JobError> {
+        let dir = out.unwrap_or_else(|| Settings::default_dir_of(task, args));
         let model = match &args.model {
             Some(m) => m.clone(),
             None => {
@@ -56,11 +71,15 @@ impl Job {
             )));
         }
         let model = model.canonicalize().map_err(JobError::io(&model))?;
-        let settings = Settings::from_args(args, model);
+        let settings = match task {
+            Task::Calculator => Settings::from_args(args, model),
+            Task::WikiQa(format) => Settings::wiki_qa(args, model, format),
+        };
+        task.prepare_process()?;
         let run = RunDir::open(&dir, &settings, args.restart)?;
         let job = Self { run, settings };
-        job.write_data()?;
-        job.run.write("system.txt", TOOL_PROMPT)?;
+        task.write_data(&job.settings, &job.path("data"))?;
+        job.run.write("system.txt", &task.tool_prompt())?;
         job.run.write(
             "run.toml",
             &job.settings
@@ -72,37 +91,6 @@ impl Job {
     /// A path in the run directory.
     pub fn path(&self, rel: impl AsRef<Path>) -> PathBuf {
         self.run.path(rel)
-    }
-
-    /// Writes the splits from the problem generator when they are not there yet, then
-    /// reads them back and checks that no question is in two of them.
-    fn write_data(&self) -> Result<(), JobError> {
-        let dir = self.path("data");
-        let file = |name: &str| dir.join(format!("{name}.jsonl"));
-        if Splits::NAMES.iter().any(|s| !file(s).exists()) {
-            let s = &self.settings;
-            let sizes = SplitSizes {
-                train: s.train,
-                val: s.val,
-                test: s.test,
-                demos: s.demos,
-            };
-            splits(s.data_seed, sizes)
-                .map_err(|e| JobError::State(e.to_string()))?
-                .write(&dir)?;
-        }
-        let data: Vec<(&str, Vec<Sample>)> = Splits::NAMES
-            .iter()
-            .map(|s| Ok((*s, read_samples(file(s))?)))
-            .collect::<Result<_, JobError>>()?;
-        let named: Vec<(&str, &[Sample])> = data.iter().map(|(n, d)| (*n, d.as_slice())).collect();
-        check_disjoint(&named).map_err(|o| JobError::Overlap {
-            dir: dir.clone(),
-            overlap: format!(
-                "{} sample `{}` and {} sample `{}` ask the same question ({:?})",
-                o.first, o.first_id, o.second, o.second_id, o.question
-            ),
-        })
     }
 
     /// A split's samples (`train`, `val`, `test` or `demos`).

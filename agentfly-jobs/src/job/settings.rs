@@ -1,9 +1,10 @@
-//! Everything that decides a calculator run's results (`settings.json`), its presets, and
-//! the trainer configuration it implies, built as a `TrainerConfig` value and serialised.
+//! Everything that decides a run's results (`settings.json`), the presets of the
+//! calculator and wiki-qa jobs, and the trainer configuration it implies, built as a
+//! `TrainerConfig` value and serialised.
 
-use super::options::{Algorithm, RunArgs};
+use super::task::{CallFormat, Task};
+use crate::calculator::options::{Algorithm, RunArgs};
 use agentfly_core::rl::Estimator;
-use agentfly_core::rollout::ChainConfig;
 use agentfly_trainer::model::LoraConfig;
 use agentfly_trainer::run::{
     AgentSection, AlgorithmSection, DataSection, ModelSection, OutputSection, RolloutSection,
@@ -13,26 +14,13 @@ use agentfly_trainer::train::OptimConfig;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// The system prompt describing the tools.
-pub const TOOL_PROMPT: &str = "You are a careful assistant that solves arithmetic problems with a calculator tool. You cannot compute large numbers in your head.
-To use the calculator, write exactly:
-<tool_call>
-{\"name\": \"calculator\", \"arguments\": {\"expression\": \"<arithmetic expression>\"}}
-</tool_call>
-The result comes back to you. Then submit the final number with:
-<tool_call>
-{\"name\": \"submit_answer\", \"arguments\": {\"answer\": \"<number>\"}}
-</tool_call>
-";
-
-/// The system prompt of the no-tool baseline.
-pub const NO_TOOL_PROMPT: &str = "You are a careful assistant that solves arithmetic problems. \
-End your reply with the final answer as a number.";
-
 /// Everything that decides a run's results. Written to `settings.json`; a rerun with other
 /// settings is refused instead of mixing two runs in one directory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
+    /// What the job trains for (absent in a calculator run's file).
+    #[serde(default, skip_serializing_if = "Task::is_calculator")]
+    pub task: Task,
     /// `default`, `full` or `smoke`.
     pub preset: String,
     /// The model file or directory.
@@ -87,6 +75,7 @@ impl Settings {
     /// The preset the options name, with their overrides.
     pub fn from_args(args: &RunArgs, model: PathBuf) -> Self {
         let mut s = Self {
+            task: Task::Calculator,
             preset: "default".into(),
             model,
             device: args.device.clone(),
@@ -153,8 +142,44 @@ impl Settings {
         s
     }
 
+    /// The wiki-qa job's preset for `format`, with the options' overrides.
+    pub fn wiki_qa(args: &RunArgs, model: PathBuf, format: CallFormat) -> Self {
+        let base = Self::from_args(args, model);
+        let mut s = Self {
+            task: Task::WikiQa(format),
+            train: 600,
+            val: 45,
+            test: 150,
+            demos: 32,
+            ..base.clone()
+        };
+        if args.full {
+            s = Self {
+                train: 1500,
+                val: 90,
+                test: 300,
+                ..s
+            };
+        }
+        if args.smoke {
+            s = Self {
+                train: 24,
+                val: 3,
+                test: 6,
+                demos: 8,
+                ..s
+            };
+        }
+        s
+    }
+
     /// The run directory's name under `target/runs/` for a preset.
     pub fn default_dir(args: &RunArgs) -> PathBuf {
+        Self::default_dir_of(Task::Calculator, args)
+    }
+
+    /// The run directory's name under `target/runs/` for `task` and a preset.
+    pub fn default_dir_of(task: Task, args: &RunArgs) -> PathBuf {
         let preset = if args.full {
             "-full"
         } else if args.smoke {
@@ -164,7 +189,14 @@ impl Settings {
         };
         let lora = if args.lora { "-lora" } else { "" };
         let overlap = if args.overlap { "-overlap" } else { "" };
-        PathBuf::from(format!("target/runs/calculator{preset}{lora}{overlap}"))
+        let name = match task {
+            Task::Calculator => "calculator".to_string(),
+            Task::WikiQa(format) => format!("wiki-qa{preset}{lora}{overlap}/{}", format.name()),
+        };
+        match task {
+            Task::Calculator => PathBuf::from(format!("target/runs/{name}{preset}{lora}{overlap}")),
+            Task::WikiQa(_) => PathBuf::from(format!("target/runs/{name}")),
+        }
     }
 
     /// The advantage estimator of the run's algorithm.
@@ -201,25 +233,20 @@ impl Settings {
                 eval: Some(data.join("test.jsonl")),
             },
             agent: AgentSection {
-                tools: vec!["calculator".into(), "submit_answer".into()],
-                reward: "exact_numeric".into(),
-                format: "hermes".into(),
+                tools: self.task.tools(),
+                reward: self.task.reward().into(),
+                format: self.task.format().into(),
                 system_prompt: String::new(),
                 system_prompt_file: Some(run_dir.join("system.txt")),
                 format_bonus: self.format_bonus,
             },
-            chain: ChainConfig {
-                max_turns: 3,
-                max_tokens_per_turn: 64,
-                temperature: 1.0,
-                ..ChainConfig::default()
-            },
+            chain: self.task.chain(),
             rollout: RolloutSection {
                 chains: self.chains,
                 samples_per_step: self.samples_per_step,
                 max_rounds: self.max_rounds,
                 overlap: self.overlap,
-                ..RolloutSection::default()
+                ..self.task.rollout()
             },
             algorithm: AlgorithmSection {
                 estimator: self.estimator(),
@@ -268,8 +295,13 @@ impl Settings {
     pub fn trainer_toml(&self, model: &Path, run_dir: &Path, sft: bool) -> String {
         let config = self.trainer_config(model, run_dir, sft);
         format!(
-            "# The calculator job's trainer configuration, written by `agentfly calculator`.\n\
+            "# The {} job's trainer configuration, written by `agentfly {}`.\n\
              # `agentfly train --config` and `agentfly eval --config` read it as it is.\n\n{}",
+            self.task.name(),
+            match self.task {
+                Task::Calculator => "calculator",
+                Task::WikiQa(_) => "wiki-qa",
+            },
             toml::to_string(&config).expect("a trainer configuration serializes")
         )
     }
@@ -332,6 +364,31 @@ mod tests {
                 assert_eq!(steps_per_batch > 1, algorithm == "ppo", "{algorithm}");
             }
         }
+        // The wiki-qa presets: their tools, reward and format reach the trainer.
+        for (format, tools) in [
+            (CallFormat::Hermes, "search,retrieve,submit_answer"),
+            (
+                CallFormat::Code,
+                "code_interpreter,search,retrieve,submit_answer",
+            ),
+        ] {
+            for preset in [&[][..], &["--smoke"], &["--full"]] {
+                let cli = Cli::try_parse_from(std::iter::once("x").chain(preset.iter().copied()))
+                    .unwrap();
+                let s = Settings::wiki_qa(&cli.args, "/m.gguf".into(), format);
+                let c = s.trainer_config(Path::new("/m.gguf"), Path::new(""), true);
+                assert_eq!(c.agent.tools.join(","), tools);
+                assert_eq!(c.agent.reward, "squad_exact_match");
+                assert_eq!(c.agent.format, format.name());
+                assert!(s.test >= 6 && s.demos >= 8, "{s:?}");
+                let back: Settings =
+                    serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+                assert_eq!(back, s);
+            }
+        }
+        // A calculator run's settings.json stays as it was (no task field).
+        let json = serde_json::to_value(settings(&[])).unwrap();
+        assert!(json.get("task").is_none(), "{json}");
         // An ablation's configuration, two directories below the run: no [sft], the
         // run's data.
         let s = settings(&[]);

@@ -1,7 +1,7 @@
-//! The calculator job's report: its title and set-up paragraph, then the shared sections
-//! (held-out table and verdicts, training curves, sample trajectories, times, files).
+//! A job's report: its title and set-up paragraph, then the shared sections (held-out
+//! table and verdicts, training curves, sample trajectories, times, files).
 
-use super::job::Job;
+use super::{Job, Task};
 use crate::JobError;
 use crate::report::held_out::find;
 use crate::report::{Comparison, Report, SampleTrajectories, TrainingCurves};
@@ -15,16 +15,31 @@ pub fn write(job: &Job) -> Result<PathBuf, JobError> {
     let metrics = job.metrics()?;
     let validation = job.validation()?;
     let sft = job.sft()?;
-    let mut report = Report::new(
-        &job.path("report"),
-        "Calculator agent: SmolLM2-135M-Instruct learns to use a calculator",
-        job.run.command(),
-    )?;
+    let items = s.task.items();
+    let (title, disjoint, need) = match s.task {
+        Task::Calculator => (
+            "Calculator agent: SmolLM2-135M-Instruct learns to use a calculator".to_string(),
+            "by normalised question",
+            "the problems need the calculator",
+        ),
+        Task::WikiQa(format) => (
+            format!(
+                "Wiki agent ({}): SmolLM2-135M-Instruct learns to look answers up",
+                match format {
+                    super::CallFormat::Hermes => "JSON tool calls",
+                    super::CallFormat::Code => "code as action",
+                }
+            ),
+            "by question and by source article",
+            "the answers must be looked up",
+        ),
+    };
+    let mut report = Report::new(&job.path("report"), &title, job.run.command())?;
     report.paragraph(&format!(
-        "Model `{}` on `{}`; {} preset: {} training, {} validation and {} test problems (disjoint \
-         by normalised question, checked at load); SFT on {} \"What is a + b?\" demonstrations \
-         ({} epoch(s), lr {:e}); then {} RL steps of {} problems × {} chains with {} (lr {:e}, \
-         loss {}, seed {}){}. Greedy evaluation, one chain per problem, at most 3 turns.",
+        "Model `{}` on `{}`; {} preset: {} training, {} validation and {} test {items} (disjoint \
+         {disjoint}, checked at load); SFT on {} {} ({} epoch(s), lr {:e}); then {} RL steps of \
+         {} {items} × {} chains with {} (lr {:e}, loss {}, seed {}){}. Greedy evaluation, one \
+         chain per question, at most {} turns; tools: {}.",
         s.model.display(),
         s.device,
         s.preset,
@@ -32,6 +47,7 @@ pub fn write(job: &Job) -> Result<PathBuf, JobError> {
         s.val,
         s.test,
         s.demos,
+        s.task.demos_description(),
         s.sft_epochs,
         s.sft_lr,
         s.steps,
@@ -52,12 +68,14 @@ pub fn write(job: &Job) -> Result<PathBuf, JobError> {
             )
         } else {
             "; reward 1 for the exact answer submitted, else 0".into()
-        }
+        },
+        s.task.chain().max_turns,
+        s.task.tools().join(", "),
     ));
     let notes: Vec<String> = find(&evals, "no_tools")
         .map(|n| {
             format!(
-                "Without tools the initial model solves {}/{} ({:.0}%): the problems need the calculator.",
+                "Without tools the initial model solves {}/{} ({:.0}%): {need}.",
                 n.correct,
                 n.samples,
                 n.accuracy * 100.0
@@ -80,7 +98,7 @@ pub fn write(job: &Job) -> Result<PathBuf, JobError> {
                 what: "SFT over the initial policy",
             },
         ],
-        &format!("test accuracy ({} held-out problems)", s.test),
+        &format!("test accuracy ({} held-out {items})", s.test),
     )?;
     report.training(&TrainingCurves {
         metrics: &metrics,

@@ -2,9 +2,8 @@
 //! and is skipped when that result is already there; RL resumes from its last checkpoint.
 //! So an interrupted run (Ctrl-C, a crash) continues where it stopped.
 
-use super::job::Job;
+use super::Job;
 use super::report;
-use super::settings::NO_TOOL_PROMPT;
 use crate::JobError;
 use crate::evaluation::{evaluate, summary_line, validate};
 use crate::run_dir::to_json;
@@ -19,8 +18,10 @@ pub fn run(job: &Job) -> Result<(), JobError> {
     let config = TrainerConfig::load(job.path("run.toml"))?;
     let test = job.split("test")?;
     let val = job.split("val")?;
+    s.task.prepare_process()?;
     eprintln!(
-        "calculator job in {} ({} preset, {}, {} RL steps); rerun the same command to resume",
+        "{} job in {} ({} preset, {}, {} RL steps); rerun the same command to resume",
+        s.task.name(),
         job.run.dir().display(),
         s.preset,
         s.algorithm.name(),
@@ -28,18 +29,13 @@ pub fn run(job: &Job) -> Result<(), JobError> {
     );
 
     eval_stage(job, "no_tools", "1/5 initial policy without tools", || {
-        let trainer = Trainer::with_model(no_tool_config(&config), &s.model)?;
+        let trainer = Trainer::with_model(no_tool_config(&config, s.task), &s.model)?;
         evaluate(&trainer, &test, "no tools")
     })?;
-    eval_stage(
-        job,
-        "initial",
-        "2/5 initial policy with the calculator",
-        || {
-            let trainer = Trainer::with_model(config.clone(), &s.model)?;
-            evaluate(&trainer, &test, "initial")
-        },
-    )?;
+    eval_stage(job, "initial", "2/5 initial policy with its tools", || {
+        let trainer = Trainer::with_model(config.clone(), &s.model)?;
+        evaluate(&trainer, &test, "initial")
+    })?;
 
     let mut trainer = Trainer::new(config.clone())?;
     let sft_model = config.output.dir.join(SFT_MODEL);
@@ -91,9 +87,10 @@ pub fn run(job: &Job) -> Result<(), JobError> {
 fn rl(job: &Job, trainer: &mut Trainer, val: &[Sample]) -> Result<(), JobError> {
     let s = &job.settings;
     eprintln!(
-        "4/5 RL: {} steps of {} problems x {} chains ({})",
+        "4/5 RL: {} steps of {} {} x {} chains ({})",
         s.steps,
         s.samples_per_step,
+        s.task.items(),
         s.chains,
         s.algorithm.name()
     );
@@ -127,10 +124,11 @@ fn rl(job: &Job, trainer: &mut Trainer, val: &[Sample]) -> Result<(), JobError> 
 
 /// The configuration of the no-tool baseline: the same model, budgets and reward, no
 /// tools, one turn, room to write a worked answer.
-pub fn no_tool_config(config: &TrainerConfig) -> TrainerConfig {
+pub fn no_tool_config(config: &TrainerConfig, task: super::Task) -> TrainerConfig {
     let mut c = config.clone();
     c.agent.tools.clear();
-    c.agent.system_prompt = NO_TOOL_PROMPT.into();
+    c.agent.format = "hermes".into();
+    c.agent.system_prompt = task.no_tool_prompt().into();
     c.agent.system_prompt_file = None;
     c.agent.format_bonus = 0.0;
     c.chain.max_turns = 1;
