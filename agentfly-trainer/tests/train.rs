@@ -692,3 +692,86 @@ fn a_stale_batch_is_weighed_by_the_old_policy_over_the_behaviour_policy() {
     assert!(close(truncated.behaviour_weight_mean, 2.0), "{truncated:?}");
     assert_eq!(truncated.behaviour_weight_truncated, 1.0);
 }
+
+#[test]
+fn turn_rows_learn_each_sampled_token_once_and_match_the_trajectory_under_token_mean() {
+    use agentfly_core::rollout::{Trajectory, Turn};
+    use agentfly_trainer::run::turn_rows;
+    use agentfly_trainer::train::{Actor, PolicyRow, TrainSection, policy_update};
+    // A prompt of 2, turn 1 samples 3 and gets 2 back, turn 2 samples 2 (ends the chain).
+    let tokens: Vec<u32> = vec![5, 17, 200, 31, 9, 44, 101, 7, 12];
+    let loss_mask = vec![0, 0, 1, 1, 1, 0, 0, 1, 1];
+    let t = Trajectory {
+        tokens: tokens.clone(),
+        loss_mask: loss_mask.clone(),
+        logprobs: loss_mask.iter().map(|&m| -0.5 * f32::from(m)).collect(),
+        prompt_len: 2,
+        turns: vec![
+            Turn {
+                start: 2,
+                model_end: 5,
+                end: 7,
+                ..Turn::default()
+            },
+            Turn {
+                start: 7,
+                model_end: 9,
+                end: 9,
+                ..Turn::default()
+            },
+        ],
+        ..Trajectory::default()
+    };
+    let mask: Vec<f32> = loss_mask.iter().map(|&m| f32::from(m)).collect();
+    let row = PolicyRow {
+        tokens,
+        advantages: mask.iter().map(|m| m * 0.8).collect(),
+        rollout_logprobs: t
+            .loss_mask
+            .iter()
+            .zip(&t.logprobs)
+            .map(|(&m, &lp)| (m == 1).then_some(lp))
+            .collect(),
+        mask,
+        ..PolicyRow::default()
+    };
+    let turns = turn_rows(&row, &t);
+    assert_eq!(turns.len(), 2);
+    assert_eq!(turns[0].tokens, row.tokens[..7]);
+    assert_eq!(turns[1].tokens, row.tokens);
+    assert_eq!(turns[0].mask, [0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0]);
+    assert_eq!(turns[1].mask, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0]);
+    assert!(turns[1].rollout_logprobs[..7].iter().all(Option::is_none));
+    assert_eq!(turns[1].rollout_logprobs[7], Some(-0.5));
+
+    // One update each way: the same weights under token-mean, not under a sequence mean.
+    let device = autodiff();
+    let model = load(&device);
+    let optim = OptimConfig {
+        lr: 1e-3,
+        weight_decay: 0.0,
+        ..OptimConfig::default()
+    };
+    let update = |rows: &[PolicyRow], aggregation: LossAggregation| {
+        let mut actor = Actor::new(model.decoder.clone(), model.rope.clone(), optim.clone(), 10);
+        let mut config = TrainSection::default();
+        config.loss.aggregation = aggregation;
+        let report = policy_update(&mut actor, &mut None, None, rows, &config, 0);
+        assert_eq!(report.tokens, 5, "{report:?}");
+        values(actor.decoder().norm.weight.val())
+    };
+    let whole = update(std::slice::from_ref(&row), LossAggregation::TokenMean);
+    let split = update(&turns, LossAggregation::TokenMean);
+    let diff = max_diff(&whole, &split);
+    assert!(diff < 1e-5, "token-mean: max |Δw| = {diff}");
+    let whole = update(
+        std::slice::from_ref(&row),
+        LossAggregation::SeqMeanTokenMean,
+    );
+    let split = update(&turns, LossAggregation::SeqMeanTokenMean);
+    let diff = max_diff(&whole, &split);
+    assert!(
+        diff > 1e-5,
+        "a sequence mean weighs turns apart: max |Δw| = {diff}"
+    );
+}

@@ -7,9 +7,8 @@ use super::options::{AblateArgs, VARIANTS};
 use crate::JobError;
 use crate::job::{Job, Settings, pipeline};
 use crate::report::held_out::find;
-use crate::run_dir::{read_json, to_json};
-use agentfly_core::Sample;
-use agentfly_trainer::run::{EvalReport, SFT_MODEL, Trainer, TrainerConfig, wilson_interval};
+use crate::run_dir::read_json;
+use agentfly_trainer::run::{EvalReport, wilson_interval};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -26,14 +25,6 @@ struct Outcome {
 pub fn run(args: &AblateArgs) -> Result<(), JobError> {
     let main = Job::prepare(&args.run)?;
     pipeline::run(&main)?;
-    let sft_model = main.path("out").join(SFT_MODEL);
-    if !sft_model.join("config.json").exists() {
-        return Err(JobError::State(format!(
-            "{}: the main run has no model after SFT",
-            sft_model.display()
-        )));
-    }
-    let test = main.split("test")?;
     let chosen: Vec<_> = VARIANTS
         .iter()
         .filter(|v| args.variants.is_empty() || args.variants.iter().any(|n| n == v.0))
@@ -55,11 +46,7 @@ pub fn run(args: &AblateArgs) -> Result<(), JobError> {
                 seed,
                 ..main.settings.clone()
             };
-            let report = one_run(&dir, &settings, &sft_model, &test)?;
-            crate::run_dir::write(&dir.join("final.json"), &to_json(&report)?)?;
-            // A finished run needs no checkpoints (1.6 GB each); its model stays in out/model.
-            let checkpoints = dir.join("out/checkpoints");
-            std::fs::remove_dir_all(&checkpoints).map_err(JobError::io(&checkpoints))?;
+            let report = main.variant(&dir, &settings)?;
             eprintln!(
                 "    {variant} seed {seed}: {}/{} ({:.3}–{:.3})",
                 report.correct, report.samples, report.interval.0, report.interval.1
@@ -95,25 +82,6 @@ fn finished(dir: &Path) -> Result<Vec<Outcome>, JobError> {
         }
     }
     Ok(out)
-}
-
-/// RL from the SFT model with `settings`, then greedy accuracy on the test split.
-fn one_run(
-    dir: &Path,
-    settings: &Settings,
-    sft_model: &Path,
-    test: &[Sample],
-) -> Result<EvalReport, JobError> {
-    std::fs::create_dir_all(dir).map_err(JobError::io(dir))?;
-    let config_path = dir.join("run.toml");
-    crate::run_dir::write(
-        &config_path,
-        &settings.trainer_toml(sft_model, Path::new("../.."), false),
-    )?;
-    let config = TrainerConfig::load(&config_path)?;
-    let mut trainer = Trainer::new(config)?;
-    trainer.train()?;
-    Ok(trainer.evaluate(test)?)
 }
 
 /// The Markdown table: every run, then each variant's runs pooled.

@@ -16,11 +16,14 @@ use crate::JobError;
 use crate::calculator::options::RunArgs;
 use crate::evaluation::ValPoint;
 use crate::report::Eval;
+use crate::run_dir::to_json;
 use crate::run_dir::{RunDir, read_json, read_jsonl};
 use agentfly_core::Sample;
 use agentfly_core::data::read_jsonl as read_samples;
 use agentfly_trainer::io::smollm2;
-use agentfly_trainer::run::{EvalReport, SftReport, StepMetrics};
+use agentfly_trainer::run::{
+    EvalReport, SFT_MODEL, SftReport, StepMetrics, Trainer, TrainerConfig,
+};
 use std::path::{Path, PathBuf};
 
 /// The evaluations of the test split, in the report's order: stage key and row title.
@@ -93,6 +96,39 @@ impl Job {
         self.run.path(rel)
     }
 
+    /// A variant of this run (an ablation, another row shape): RL in `dir` from this run's
+    /// model after SFT with `settings`, then greedy accuracy on the test split, written to
+    /// `dir/final.json` (read back when it is there). Resumes like the main run; a finished
+    /// variant keeps its model and drops its checkpoints (1.6 GB each).
+    pub fn variant(&self, dir: &Path, settings: &Settings) -> Result<EvalReport, JobError> {
+        let done = dir.join("final.json");
+        if let Some(report) = read_json::<EvalReport>(&done)? {
+            return Ok(report);
+        }
+        let sft_model = self.path("out").join(SFT_MODEL);
+        if !sft_model.join("config.json").exists() {
+            return Err(JobError::State(format!(
+                "{}: the main run has no model after SFT",
+                sft_model.display()
+            )));
+        }
+        settings.task.prepare_process()?;
+        std::fs::create_dir_all(dir).map_err(JobError::io(dir))?;
+        let config_path = dir.join("run.toml");
+        let from_run = pathdiff(dir, self.run.dir());
+        crate::run_dir::write(
+            &config_path,
+            &settings.trainer_toml(&sft_model, &from_run, false),
+        )?;
+        let mut trainer = Trainer::new(TrainerConfig::load(&config_path)?)?;
+        trainer.train()?;
+        let report = trainer.evaluate(&self.split("test")?)?;
+        crate::run_dir::write(&done, &to_json(&report)?)?;
+        let checkpoints = dir.join("out/checkpoints");
+        std::fs::remove_dir_all(&checkpoints).map_err(JobError::io(&checkpoints))?;
+        Ok(report)
+    }
+
     /// A split's samples (`train`, `val`, `test` or `demos`).
     pub fn split(&self, name: &str) -> Result<Vec<Sample>, JobError> {
         Ok(read_samples(self.path(format!("data/{name}.jsonl")))?)
@@ -137,4 +173,13 @@ impl Job {
     pub fn sft(&self) -> Result<Option<SftReport>, JobError> {
         read_json(&self.path("sft.json"))
     }
+}
+
+/// The way from `dir` up to `ancestor` (`../..` for a directory two below it).
+fn pathdiff(dir: &Path, ancestor: &Path) -> PathBuf {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let depth = dir
+        .strip_prefix(ancestor)
+        .map_or(0, |rel| rel.components().count());
+    (0..depth).map(|_| "..").collect()
 }

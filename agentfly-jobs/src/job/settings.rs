@@ -8,9 +8,9 @@ use agentfly_core::rl::Estimator;
 use agentfly_trainer::model::LoraConfig;
 use agentfly_trainer::run::{
     AgentSection, AlgorithmSection, DataSection, ModelSection, OutputSection, RolloutSection,
-    SftSection, TrainSection, TrainerConfig,
+    RowShape, SftSection, TrainSection, TrainerConfig,
 };
-use agentfly_trainer::train::OptimConfig;
+use agentfly_trainer::train::{LossAggregation, OptimConfig, PolicyLossConfig};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -69,6 +69,11 @@ pub struct Settings {
     /// Roll out the next step's batch during each update (`rollout.overlap`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub overlap: bool,
+    /// The training rows' shape; one row per turn learns with a per-sequence mean
+    /// (`seq-mean-token-mean`), as L0's step-level samples do — under the default
+    /// token-mean the two shapes give the same loss.
+    #[serde(default, skip_serializing_if = "RowShape::is_trajectory")]
+    pub rows: RowShape,
 }
 
 impl Settings {
@@ -99,6 +104,7 @@ impl Settings {
             eval_every: 5,
             lora: None,
             overlap: args.overlap,
+            rows: RowShape::Trajectory,
         };
         if args.full {
             s = Self {
@@ -251,6 +257,7 @@ impl Settings {
             algorithm: AlgorithmSection {
                 estimator: self.estimator(),
                 mask: self.mask,
+                rows: self.rows,
             },
             train: TrainSection {
                 steps: self.steps,
@@ -268,6 +275,13 @@ impl Settings {
                     2
                 } else {
                     1
+                },
+                loss: PolicyLossConfig {
+                    aggregation: match self.rows {
+                        RowShape::Trajectory => LossAggregation::TokenMean,
+                        RowShape::Turns => LossAggregation::SeqMeanTokenMean,
+                    },
+                    ..PolicyLossConfig::default()
                 },
                 ..TrainSection::default()
             },

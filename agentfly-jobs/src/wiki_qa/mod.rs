@@ -9,11 +9,20 @@ use crate::JobError;
 use crate::calculator::options::RunArgs;
 use crate::job::{CallFormat, Job, Settings, Task, pipeline};
 use crate::report::Eval;
+use crate::run_dir::read_json;
+use agentfly_trainer::run::{EvalReport, RowShape};
+
+/// Where a format's turn-rows variant runs, inside its directory.
+const TURN_ROWS: &str = "turn-rows";
 use std::path::PathBuf;
 
 /// Options of `agentfly wiki-qa`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    /// Also train each format from its SFT model with one row per turn (L0's step-level
+    /// samples, `seq-mean-token-mean`) and compare it with the whole-trajectory rows.
+    #[arg(long)]
+    pub turn_rows: bool,
     /// The call formats to train, in this order (default: both).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [CallFormat::Hermes, CallFormat::Code])]
     pub format: Vec<CallFormat>,
@@ -29,6 +38,18 @@ pub fn run(args: &Args) -> Result<(), JobError> {
         let out = args.run.out.as_ref().map(|o| o.join(format.name()));
         let job = Job::prepare_task(Task::WikiQa(format), &args.run, out)?;
         pipeline::run(&job)?;
+        if args.turn_rows {
+            eprintln!(
+                "{} format, one row per turn: RL from the SFT model",
+                format.name()
+            );
+            let settings = Settings {
+                rows: RowShape::Turns,
+                ..job.settings.clone()
+            };
+            let report = job.variant(&job.path(TURN_ROWS), &settings)?;
+            eprintln!("{}", crate::evaluation::summary_line("turn rows", &report));
+        }
         jobs.push((format, job));
     }
     let parent = match &args.run.out {
@@ -52,7 +73,14 @@ fn comparison(jobs: &[(CallFormat, Job)]) -> Result<String, JobError> {
     let mut rows = Vec::new();
     let mut verdicts = String::new();
     for (format, job) in jobs {
-        let evals = job.evals()?;
+        let mut evals = job.evals()?;
+        if let Some(report) = read_json::<EvalReport>(&job.path(TURN_ROWS).join("final.json"))? {
+            evals.push(Eval {
+                key: "turns".into(),
+                title: "after RL, one row per turn".into(),
+                report,
+            });
+        }
         for e in &evals {
             rows.push(Eval {
                 key: format!("{}-{}", format.name(), e.key),

@@ -215,6 +215,33 @@ pub struct AlgorithmSection {
     /// Apply the loss only to the tokens the model sampled (false: to every token after
     /// the prompt, observations included — the ablation).
     pub mask: bool,
+    /// The shape of a training row: a whole trajectory with its mask, or one row per turn.
+    #[serde(default, skip_serializing_if = "RowShape::is_trajectory")]
+    pub rows: RowShape,
+}
+
+/// The shape of the rows an RL update learns from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RowShape {
+    /// One row per trajectory: every turn's sampled tokens learn in one sequence
+    /// (AgentFly, verl).
+    #[default]
+    Trajectory,
+    /// One row per turn (L0's step-level samples): the turn's context, then its sampled
+    /// tokens and what the environment appended, learning only on that turn's tokens,
+    /// with the trajectory's advantages. The same tokens learn once each; under
+    /// `loss.aggregation = "token-mean"` the loss is the trajectory rows' (a prefix's
+    /// log-probs do not depend on what follows), under a per-sequence mean every turn
+    /// weighs as much as a whole trajectory. Each row recomputes its context.
+    Turns,
+}
+
+impl RowShape {
+    /// Is it the default?
+    pub fn is_trajectory(&self) -> bool {
+        *self == Self::Trajectory
+    }
 }
 
 impl Default for AlgorithmSection {
@@ -222,6 +249,7 @@ impl Default for AlgorithmSection {
         Self {
             estimator: Estimator::default(),
             mask: true,
+            rows: RowShape::Trajectory,
         }
     }
 }

@@ -47,12 +47,12 @@ mod trainer;
 pub use crate::train::TrainSection;
 pub use config::{
     AgentSection, AlgorithmSection, ConfigError, DataSection, ModelSection, OutputSection,
-    RolloutSection, SftSection, TrainerConfig,
+    RolloutSection, RowShape, SftSection, TrainerConfig,
 };
 pub use error::TrainError;
 pub use eval::{EvalReport, accuracy_of, correct_of, wilson_interval};
 pub use metrics::{MetricsLog, StepMetrics, TrainSummary, print_line, progress_bar};
-pub use rows::{RowInputs, effective_mask, training_rows};
+pub use rows::{RowInputs, effective_mask, training_rows, turn_rows};
 pub use sampler::Sampler;
 pub use sft::{SFT_MODEL, SftReport};
 pub use shaping::shape;

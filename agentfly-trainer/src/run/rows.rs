@@ -4,7 +4,7 @@
 //! per-token advantages from the configured estimator (with the reference's per-token KL
 //! for REINFORCE++, and the critic's values and returns for GAE).
 
-use super::config::AlgorithmSection;
+use super::config::{AlgorithmSection, RowShape};
 use crate::train::{Actor, Critic, PolicyRow, Reference};
 use agentfly_core::rl::{RlError, Scored};
 use agentfly_core::rollout::Trajectory;
@@ -91,7 +91,47 @@ pub fn training_rows(
             row.old_values = values[k].clone();
         }
     }
-    Ok(rows)
+    Ok(match inputs.algorithm.rows {
+        RowShape::Trajectory => rows,
+        RowShape::Turns => rows
+            .iter()
+            .zip(&usable)
+            .flat_map(|(row, t)| turn_rows(row, t))
+            .collect(),
+    })
+}
+
+/// `row` (a whole trajectory's, advantages computed) as one row per turn of `t`: the
+/// tokens up to the turn's end, learning only on the turn's own span.
+pub fn turn_rows(row: &PolicyRow, t: &Trajectory) -> Vec<PolicyRow> {
+    let cut = |v: &[f32], end: usize| v.get(..end).map(<[f32]>::to_vec).unwrap_or_default();
+    t.turns
+        .iter()
+        .filter_map(|turn| {
+            let end = turn.end.max(turn.model_end).min(row.tokens.len());
+            let start = turn.start.min(end);
+            let mut mask = cut(&row.mask, end);
+            mask[..start].iter_mut().for_each(|m| *m = 0.0);
+            let learns = mask.iter().any(|&m| m > 0.0);
+            learns.then(|| PolicyRow {
+                tokens: row.tokens[..end].to_vec(),
+                mask,
+                advantages: cut(&row.advantages, end),
+                returns: cut(&row.returns, end),
+                old_values: cut(&row.old_values, end),
+                rollout_logprobs: row
+                    .rollout_logprobs
+                    .get(..end)
+                    .map(|lp| {
+                        lp.iter()
+                            .enumerate()
+                            .map(|(i, &p)| if i < start { None } else { p })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            })
+        })
+        .collect()
 }
 
 /// Mean advantage and mean |advantage| over the rows' learned tokens.
