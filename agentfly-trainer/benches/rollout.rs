@@ -1,5 +1,7 @@
-//! Rollout throughput of SmolLM2-135M on the calculator task (one worked example in the
-//! prompt, so the model calls the tools) with 1, 8 and 32 concurrent chains: trajectories/s,
+//! Rollout throughput of SmolLM2-135M on the calculator task — or, with
+//! `AGENTFLY_BENCH_TASK=wiki`, on the wiki-qa questions with `search` and `retrieve` over
+//! the real corpus (longer chains: retrieved text in context) — with one worked example in
+//! the prompt, so the model calls the tools, and 1, 8 and 32 concurrent chains: trajectories/s,
 //! sampled tokens/s, and where the time went — the engine's busy share of the wall time,
 //! and each chain's time split into waiting for generation, tools and the rest. The peer
 //! is a transformers agent loop (batched `model.generate` per round) on the same weights,
@@ -8,7 +10,11 @@
 //! ```sh
 //! scripts/setup && cargo run --release -- fetch-model   # the transformers peer; the SmolLM2 GGUF
 //! cargo bench -p agentfly-trainer --bench rollout
+//! AGENTFLY_BENCH_TASK=wiki cargo bench -p agentfly-trainer --bench rollout   # after agentfly fetch-corpus
 //! ```
+//!
+//! The wiki peer's tools are the same corpus in Python: SQLite FTS5 BM25 for `search`, a
+//! dictionary for `retrieve` (`scripts/bench/transformers_rollout.py --corpus`).
 //!
 //! Environment: `AGENTFLY_PYTHON` (default `.venv-bench/bin/python`).
 
@@ -30,8 +36,82 @@ const SYSTEM: &str = "You solve arithmetic problems with tools. Call a tool by w
 <tool_call>{\"name\": \"calculator\", \"arguments\": {\"expression\": \"2 + 3 * 4\"}}</tool_call>. \
 When you know the answer, submit it with \
 <tool_call>{\"name\": \"submit_answer\", \"arguments\": {\"answer\": \"14\"}}</tool_call>.";
-const MAX_TURNS: usize = 3;
-const MAX_NEW: usize = 48;
+const WIKI_SYSTEM: &str = "You answer questions about an encyclopedia with its tools. Find \
+articles with <tool_call>{\"name\": \"search\", \"arguments\": {\"query\": \"keywords\"}}</tool_call>, \
+read one with <tool_call>{\"name\": \"retrieve\", \"arguments\": {\"title\": \"Exact title\"}}</tool_call>, \
+and submit the answer alone with \
+<tool_call>{\"name\": \"submit_answer\", \"arguments\": {\"answer\": \"1991\"}}</tool_call>.";
+
+/// The task the bench rolls out.
+struct Task {
+    name: &'static str,
+    system: &'static str,
+    tools: &'static [&'static str],
+    max_turns: usize,
+    max_new: usize,
+    samples: Vec<Sample>,
+    /// Extra arguments of the peer.
+    peer_args: Vec<String>,
+}
+
+impl Task {
+    fn calculator(n: usize) -> Self {
+        Task {
+            name: "calculator",
+            system: SYSTEM,
+            tools: &["calculator", "submit_answer"],
+            max_turns: 3,
+            max_new: 48,
+            samples: samples(n),
+            peer_args: Vec::new(),
+        }
+    }
+
+    /// The wiki-qa test questions of seed 0, after one worked example (retrieve, submit).
+    fn wiki(n: usize) -> Self {
+        use agentfly_envs::wiki::{Corpus, WikiIndex};
+        use agentfly_tools::tasks::{arithmetic::SplitSizes, wiki_qa};
+        let path = agentfly_testdata::wiki_corpus();
+        let cache = common::repo().join("target/bench/wiki");
+        agentfly_tools::wiki::install(WikiIndex::open_or_build(&path, &cache).expect("the index"));
+        let corpus = Corpus::load(&path).expect("the corpus");
+        let sizes = SplitSizes {
+            train: 0,
+            val: 0,
+            test: n,
+            demos: 1,
+        };
+        let splits = wiki_qa::splits(&corpus, 0, sizes).expect("questions");
+        let shot = &splits.demos[0];
+        let demo = shot.demonstration(
+            corpus.get(&shot.article).unwrap(),
+            wiki_qa::DemoFormat::Hermes,
+        );
+        let mut shot_messages = demo.field("messages").unwrap().as_array().unwrap().clone();
+        shot_messages.push(json!({"role": "tool", "name": "submit_answer", "content": format!("Answer submitted: {}", shot.answer)}));
+        let samples = splits
+            .test
+            .iter()
+            .map(|q| {
+                let mut messages = shot_messages.clone();
+                messages.push(json!({"role": "user", "content": q.question}));
+                Sample::new(
+                    q.id.clone(),
+                    json!({"messages": messages, "answer": q.answer}),
+                )
+            })
+            .collect();
+        Task {
+            name: "wiki-qa",
+            system: WIKI_SYSTEM,
+            tools: &["search", "retrieve", "submit_answer"],
+            max_turns: 4,
+            max_new: 64,
+            samples,
+            peer_args: vec!["--corpus".into(), path.to_string_lossy().into_owned()],
+        }
+    }
+}
 /// (concurrent chains, samples).
 const RUNS: [(usize, usize); 3] = [(1, 12), (8, 32), (32, 64)];
 
@@ -83,19 +163,25 @@ fn main() {
     let repo = common::repo();
     let model = Pretrained::load(common::smollm2_gguf(), &Device::flex()).expect("load SmolLM2");
     let hf_dir = common::smollm2_hf_dir();
-    let all = samples(RUNS.iter().map(|r| r.1).max().unwrap_or(0));
-    let data_path = repo.join("target/bench/rollout-data.jsonl");
-    let system_path = repo.join("target/bench/rollout-system.txt");
-    data::write_jsonl(&data_path, &all).expect("write the bench data");
-    std::fs::write(&system_path, SYSTEM).expect("write the system prompt");
+    let n = RUNS.iter().map(|r| r.1).max().unwrap_or(0);
+    let task = match std::env::var("AGENTFLY_BENCH_TASK").as_deref() {
+        Ok("wiki") => Task::wiki(n),
+        Ok("calculator") | Err(_) => Task::calculator(n),
+        Ok(other) => panic!("AGENTFLY_BENCH_TASK={other}: `calculator` or `wiki`"),
+    };
+    let all = &task.samples;
+    let data_path = repo.join(format!("target/bench/rollout-{}-data.jsonl", task.name));
+    let system_path = repo.join(format!("target/bench/rollout-{}-system.txt", task.name));
+    data::write_jsonl(&data_path, all).expect("write the bench data");
+    std::fs::write(&system_path, task.system).expect("write the system prompt");
 
     let (tokenizer, template, eos) = model.chat_parts().expect("a chat model");
     let engine = Engine::start(model, EngineConfig::default());
-    let toolbox = Toolbox::from_names(&["calculator", "submit_answer"]).unwrap();
+    let toolbox = Toolbox::from_names(task.tools).unwrap();
     let config = ChainConfig {
-        max_turns: MAX_TURNS,
-        max_tokens_per_turn: MAX_NEW,
-        system_prompt: SYSTEM.into(),
+        max_turns: task.max_turns,
+        max_tokens_per_turn: task.max_new,
+        system_prompt: task.system.into(),
         temperature: 0.0,
         ..ChainConfig::default()
     };
@@ -160,13 +246,19 @@ fn main() {
             "--runs".into(),
             runs,
             "--max-turns".into(),
-            MAX_TURNS.to_string(),
+            task.max_turns.to_string(),
             "--max-new-tokens".into(),
-            MAX_NEW.to_string(),
-        ],
+            task.max_new.to_string(),
+        ]
+        .into_iter()
+        .chain(task.peer_args.iter().cloned())
+        .collect::<Vec<_>>(),
     );
 
-    println!("\n## Rollout: SmolLM2-135M-Instruct, calculator task, greedy, CPU\n");
+    println!(
+        "\n## Rollout: SmolLM2-135M-Instruct, {} task, greedy, CPU\n",
+        task.name
+    );
     println!(
         "| chains at once | samples | agentfly traj/s | agentfly sampled tok/s | transformers traj/s | transformers sampled tok/s | ratio (traj/s) |"
     );

@@ -1,4 +1,5 @@
-"""The transformers side of `cargo bench --bench rollout`: the same calculator rollout as
+"""The transformers side of `cargo bench --bench rollout`: the same rollout (calculator, or
+with --corpus the wiki-qa tools: search by SQLite FTS5 BM25, retrieve from a dictionary) as
 Python agent loops built on `model.generate` run it (AgentFly's HF backend, TRL-style
 multi-turn loops): up to C chains are active; every round, all active chains generate
 together in one left-padded batch, then their tool calls run, finished chains make room
@@ -10,6 +11,7 @@ import json
 import operator
 import os
 import re
+import sqlite3
 import time
 
 import torch
@@ -44,7 +46,51 @@ def calc(expr):
         return f"Error: {e}"
 
 
-def run(model, tok, samples, system, concurrency, max_turns, max_new):
+class Wiki:
+    """search and retrieve over the corpus, in Python: FTS5 BM25 (titles weighted double)
+    and a title dictionary; their text as agentfly's tools write it."""
+
+    def __init__(self, path):
+        self.articles = {a["title"]: a for a in json.load(open(path)).values()}
+        self.by_key = {self.key(t): a for t, a in self.articles.items()}
+        self.db = sqlite3.connect(":memory:")
+        self.db.execute("create virtual table docs using fts5(title, body, tokenize='porter unicode61')")
+        self.db.executemany("insert into docs values (?, ?)",
+                            [(a["title"], a["extract"]) for a in self.articles.values()])
+
+    @staticmethod
+    def key(title):
+        return " ".join(re.findall(r"\w+", title.lower()))
+
+    def top(self, query, k, column="docs"):
+        words = re.findall(r"\w+", query)
+        if not words:
+            return []
+        match = " OR ".join(f'"{w}"' for w in words)
+        if column != "docs":
+            match = f"{column}: ({match})"
+        rows = self.db.execute(
+            "select title from docs where docs match ? order by bm25(docs, 2.0, 1.0) limit ?",
+            (match, k)).fetchall()
+        return [r[0] for r in rows]
+
+    def text(self, a):
+        head = f"{a['title']} ({a['description']})" if a.get("description") else a["title"]
+        return f"{head}\n{a['extract']}"
+
+    def call(self, name, args):
+        if name == "search":
+            titles = self.top(str(args.get("query", "")), min(int(args.get("k") or 3), 10))
+            return "\n".join(f"{i + 1}. {t}: {self.articles[t].get('description', '')}"
+                             for i, t in enumerate(titles)) or "No article matches."
+        a = self.by_key.get(self.key(str(args.get("title", ""))))
+        if a:
+            return self.text(a)
+        closest = self.top(str(args.get("title", "")), 5, "title")
+        return f"Error from tool `retrieve`: no article is titled; the closest titles: {'; '.join(closest)}"
+
+
+def run(model, tok, samples, system, concurrency, max_turns, max_new, wiki=None):
     eos = tok.convert_tokens_to_ids("<|im_end|>")
     queue = list(samples)
     active = []
@@ -96,6 +142,8 @@ def run(model, tok, samples, system, concurrency, max_turns, max_new):
                 else:
                     if name == "calculator":
                         result = calc(str(args.get("expression", "")))
+                    elif wiki is not None and name in ("search", "retrieve"):
+                        result = wiki.call(name, args)
                     elif name == "submit_answer":
                         result = f"Answer submitted: {args.get('answer')}"
                         finished = True
@@ -129,6 +177,7 @@ def main():
     parser.add_argument("--max-turns", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--corpus", help="the wiki corpus: search and retrieve become tools")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     tok = AutoTokenizer.from_pretrained(args.model)
@@ -138,11 +187,12 @@ def main():
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
     samples = [json.loads(line) for line in open(args.data) if line.strip()]
     system = open(args.system).read()
+    wiki = Wiki(args.corpus) if args.corpus else None
     result = {"torch": torch.__version__, "threads": torch.get_num_threads(), "runs": {}}
     for spec in args.runs.split(","):
         c, n = (int(x) for x in spec.split(":"))
         result["runs"][str(c)] = run(
-            model, tok, samples[:n], system, c, args.max_turns, args.max_new_tokens
+            model, tok, samples[:n], system, c, args.max_turns, args.max_new_tokens, wiki
         )
     print(json.dumps(result))
 

@@ -195,12 +195,25 @@ impl WikiIndex {
         let manifest_path = tmp.path().join("agentfly-manifest.json");
         std::fs::write(&manifest_path, manifest_text)
             .map_err(|e| WikiError::io(&manifest_path, e))?;
-        // Swap the finished index in whole: a reader never sees half of one.
-        if dir.exists() {
+        // Swap the finished index in whole: a reader never sees half of one. Another
+        // process may have built the same index meanwhile: then its copy is kept.
+        let stale = std::fs::read_to_string(dir.join("agentfly-manifest.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Manifest>(&t).ok())
+            .is_none_or(|m| m != *manifest);
+        if dir.exists() && stale {
             std::fs::remove_dir_all(dir).map_err(|e| WikiError::io(dir, e))?;
         }
         let built = tmp.keep();
-        std::fs::rename(&built, dir).map_err(|e| WikiError::io(dir, e))?;
+        if let Err(e) = std::fs::rename(&built, dir) {
+            let _ = std::fs::remove_dir_all(&built);
+            let theirs = std::fs::read_to_string(dir.join("agentfly-manifest.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<Manifest>(&t).ok());
+            if theirs.as_ref() != Some(manifest) {
+                return Err(WikiError::io(dir, e));
+            }
+        }
         Ok(())
     }
 
