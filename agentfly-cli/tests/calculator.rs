@@ -22,11 +22,7 @@ fn calculator(out: &Path, extra: &[&str]) -> Command {
 }
 
 fn lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    agentfly_testdata::json_lines(path)
 }
 
 fn assert_png(path: &Path) {

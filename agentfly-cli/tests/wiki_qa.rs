@@ -23,11 +23,7 @@ fn json(path: &Path) -> Value {
 }
 
 fn lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    agentfly_testdata::json_lines(path)
 }
 
 #[test]

@@ -17,14 +17,5 @@ pub struct Args {
 /// Fetches the corpus unless `--out` already holds it; prints its path.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let fetched = CORPUS_FILE.fetch(&args.out)?;
-    println!(
-        "{} {}",
-        args.out.display(),
-        if fetched {
-            "fetched"
-        } else {
-            "already present"
-        }
-    );
-    Ok(ExitCode::SUCCESS)
+    Ok(super::fetch_model::fetched_line(&args.out, fetched))
 }

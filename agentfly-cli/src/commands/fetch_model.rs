@@ -16,14 +16,16 @@ pub struct Args {
 /// Fetches the model unless `--out` already holds it; prints its path.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let fetched = fetch(&args.out)?;
-    println!(
-        "{} {}",
-        args.out.display(),
-        if fetched {
-            "fetched"
-        } else {
-            "already present"
-        }
-    );
-    Ok(ExitCode::SUCCESS)
+    Ok(fetched_line(&args.out, fetched))
+}
+
+/// Prints `path` and whether it was fetched or already there.
+pub fn fetched_line(path: &std::path::Path, fetched: bool) -> ExitCode {
+    let what = if fetched {
+        "fetched"
+    } else {
+        "already present"
+    };
+    println!("{} {what}", path.display());
+    ExitCode::SUCCESS
 }

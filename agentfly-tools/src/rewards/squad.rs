@@ -65,6 +65,23 @@ fn best(response: &str, answer: &str, aliases: &[String], score: fn(&str, &str) 
         .fold(0.0, f64::max)
 }
 
+/// Exact match and F1 of `response`, each the best over `answer` and `aliases`, with the
+/// reward being the one `reward_is_f1` names.
+fn scored(
+    response: &str,
+    answer: &str,
+    aliases: Option<Vec<String>>,
+    reward_is_f1: bool,
+) -> RewardOutput {
+    let aliases = aliases.unwrap_or_default();
+    let em = best(response, answer, &aliases, exact);
+    let f1 = best(response, answer, &aliases, token_f1);
+    RewardOutput::new(if reward_is_f1 { f1 } else { em } as f32)
+        .with_metric("correct", em)
+        .with_metric("exact_match", em)
+        .with_metric("f1", f1)
+}
+
 /// SQuAD exact match against the sample's `answer` (or any of its `aliases`): 1.0 or 0.0.
 /// Reports `exact_match` (also as `correct`, what accuracy counts) and `f1` as metrics,
 /// so the report shows both.
@@ -74,26 +91,14 @@ pub fn squad_exact_match(
     answer: String,
     aliases: Option<Vec<String>>,
 ) -> RewardOutput {
-    let aliases = aliases.unwrap_or_default();
-    let em = best(response, &answer, &aliases, exact);
-    let f1 = best(response, &answer, &aliases, token_f1);
-    RewardOutput::new(em as f32)
-        .with_metric("correct", em)
-        .with_metric("exact_match", em)
-        .with_metric("f1", f1)
+    scored(response, &answer, aliases, false)
 }
 
 /// SQuAD token F1 against the sample's `answer` (or the best of its `aliases`), in
 /// [0, 1]. Reports `exact_match` (also as `correct`) and `f1` as metrics.
 #[reward]
 pub fn squad_f1(response: &str, answer: String, aliases: Option<Vec<String>>) -> RewardOutput {
-    let aliases = aliases.unwrap_or_default();
-    let em = best(response, &answer, &aliases, exact);
-    let f1 = best(response, &answer, &aliases, token_f1);
-    RewardOutput::new(f1 as f32)
-        .with_metric("correct", em)
-        .with_metric("exact_match", em)
-        .with_metric("f1", f1)
+    scored(response, &answer, aliases, true)
 }
 
 #[cfg(test)]

@@ -4,12 +4,12 @@
 
 use crate::calculator::evaluate;
 use agentfly_core::Sample;
-use agentfly_core::data::{DataError, write_jsonl};
+use agentfly_core::data::DataError;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// The form of a problem.
@@ -285,31 +285,19 @@ impl Splits {
     /// Writes each split into `dir` as JSON Lines (the problems as samples, the
     /// demonstrations as conversations); returns each file's sample count and path.
     pub fn write(&self, dir: &Path) -> Result<Vec<(usize, PathBuf)>, DataError> {
-        std::fs::create_dir_all(dir).map_err(|source| DataError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-        let mut written = Vec::new();
-        for (name, problems) in
-            Self::NAMES
-                .into_iter()
-                .zip([&self.train, &self.val, &self.test, &self.demos])
-        {
-            let samples: Vec<Sample> = problems
-                .iter()
-                .map(|p| {
-                    if name == "demos" {
-                        p.demonstration()
-                    } else {
-                        p.sample()
-                    }
-                })
-                .collect();
-            let path = dir.join(format!("{name}.jsonl"));
-            write_jsonl(&path, &samples)?;
-            written.push((samples.len(), path));
-        }
-        Ok(written)
+        let samples = |problems: &[Problem]| problems.iter().map(Problem::sample).collect();
+        super::write_splits(
+            dir,
+            &[
+                ("train", samples(&self.train)),
+                ("val", samples(&self.val)),
+                ("test", samples(&self.test)),
+                (
+                    "demos",
+                    self.demos.iter().map(Problem::demonstration).collect(),
+                ),
+            ],
+        )
     }
 }
 
@@ -390,31 +378,16 @@ fn question_of(sample: &Sample) -> Option<&str> {
 /// Checks that no normalised question — a sample's `question`, or a demonstration's first
 /// user message — appears in two of the named splits.
 pub fn check_disjoint(splits: &[(&str, &[Sample])]) -> Result<(), Overlap> {
-    let mut seen: BTreeMap<String, (&str, &str)> = BTreeMap::new();
-    for (name, samples) in splits {
-        for sample in *samples {
-            let Some(question) = question_of(sample) else {
-                continue;
-            };
-            let key = normalise(question);
-            match seen.get(&key) {
-                Some((first, first_id)) if first != name => {
-                    return Err(Overlap {
-                        first: first.to_string(),
-                        first_id: first_id.to_string(),
-                        second: name.to_string(),
-                        second_id: sample.id.clone(),
-                        question: key,
-                    });
-                }
-                Some(_) => {}
-                None => {
-                    seen.insert(key, (name, sample.id.as_str()));
-                }
-            }
-        }
+    match super::first_shared(splits, |s| question_of(s).map(normalise)) {
+        None => Ok(()),
+        Some(shared) => Err(Overlap {
+            first: shared.first,
+            first_id: shared.first_id,
+            second: shared.second,
+            second_id: shared.second_id,
+            question: shared.key,
+        }),
     }
-    Ok(())
 }
 
 #[cfg(test)]

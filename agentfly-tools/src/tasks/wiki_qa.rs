@@ -17,14 +17,14 @@
 use super::arithmetic::{Exhausted, SplitSizes, normalise};
 use crate::wiki::article_text;
 use agentfly_core::Sample;
-use agentfly_core::data::{DataError, write_jsonl};
+use agentfly_core::data::DataError;
 use agentfly_envs::wiki::{Article, Corpus, title_key};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// The form of a question.
@@ -452,28 +452,24 @@ impl Splits {
         corpus: &Corpus,
         format: DemoFormat,
     ) -> Result<Vec<(usize, PathBuf)>, DataError> {
-        std::fs::create_dir_all(dir).map_err(|source| DataError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-        let mut written = Vec::new();
-        for (name, questions) in
-            Self::NAMES
-                .into_iter()
-                .zip([&self.train, &self.val, &self.test, &self.demos])
-        {
-            let samples: Vec<Sample> = questions
-                .iter()
-                .map(|q| match corpus.get(&q.article) {
-                    Some(article) if name == "demos" => q.demonstration(article, format),
-                    _ => q.sample(),
-                })
-                .collect();
-            let path = dir.join(format!("{name}.jsonl"));
-            write_jsonl(&path, &samples)?;
-            written.push((samples.len(), path));
-        }
-        Ok(written)
+        let samples = |questions: &[Question]| questions.iter().map(Question::sample).collect();
+        let demos = self
+            .demos
+            .iter()
+            .map(|q| match corpus.get(&q.article) {
+                Some(article) => q.demonstration(article, format),
+                None => q.sample(),
+            })
+            .collect();
+        super::write_splits(
+            dir,
+            &[
+                ("train", samples(&self.train)),
+                ("val", samples(&self.val)),
+                ("test", samples(&self.test)),
+                ("demos", demos),
+            ],
+        )
     }
 }
 
@@ -494,26 +490,13 @@ pub struct SharedArticle {
 /// Checks that no source article (a sample's `article` field) is asked about in two of the
 /// named splits.
 pub fn check_articles_disjoint(splits: &[(&str, &[Sample])]) -> Result<(), SharedArticle> {
-    let mut seen: HashMap<String, &str> = HashMap::new();
-    for (name, samples) in splits {
-        for sample in *samples {
-            let Some(article) = sample.field("article").and_then(|a| a.as_str()) else {
-                continue;
-            };
-            match seen.get(article) {
-                Some(first) if first != name => {
-                    return Err(SharedArticle {
-                        first: first.to_string(),
-                        second: name.to_string(),
-                        article: article.to_string(),
-                    });
-                }
-                Some(_) => {}
-                None => {
-                    seen.insert(article.to_string(), name);
-                }
-            }
-        }
+    let article = |s: &Sample| s.field("article")?.as_str().map(str::to_string);
+    match super::first_shared(splits, article) {
+        None => Ok(()),
+        Some(shared) => Err(SharedArticle {
+            first: shared.first,
+            second: shared.second,
+            article: shared.key,
+        }),
     }
-    Ok(())
 }

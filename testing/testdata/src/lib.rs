@@ -103,6 +103,15 @@ fn require(path: &Path, what_it_does: &str) {
     );
 }
 
+/// The JSON values of a JSON Lines file (a run's metrics, a split), failing with the path.
+pub fn json_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .collect()
+}
+
 /// A malformed-input helper: a GGUF v3 file with no metadata whose header claims
 /// `tensor_count` tensors and describes one F32 tensor `x` of `dims` at offset 0, with no
 /// data after the header. The counts and dimensions are whatever the test wants to lie with.
