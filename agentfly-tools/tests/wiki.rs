@@ -110,6 +110,13 @@ fn retrieve_reads_by_title_and_names_the_closest_for_an_unknown_one() {
         }
         other => panic!("{other:?}"),
     }
+    // A sentence instead of a title: the closest titles are the articles it matches.
+    match index.retrieve("It was first synthesized at Lawrence Berkeley National Laboratory by bombarding curium with alpha particles") {
+        Err(WikiError::UnknownTitle { closest, .. }) => {
+            assert!(closest[..2].contains(&"Californium".to_string()), "{closest:?}");
+        }
+        other => panic!("{other:?}"),
+    }
     // Query syntax is not the model's to trip over.
     assert!(
         !index

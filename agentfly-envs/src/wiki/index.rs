@@ -48,7 +48,6 @@ pub struct WikiIndex {
     corpus: Corpus,
     reader: IndexReader,
     parser: QueryParser,
-    title_parser: QueryParser,
     id: Field,
     dir: PathBuf,
 }
@@ -263,12 +262,10 @@ impl WikiIndex {
             .try_into()?;
         let mut parser = QueryParser::for_index(&index, vec![title, body]);
         parser.set_field_boost(title, 2.0);
-        let title_parser = QueryParser::for_index(&index, vec![title]);
         Ok(WikiIndex {
             corpus,
             reader,
             parser,
-            title_parser,
             id,
             dir,
         })
@@ -337,14 +334,12 @@ impl WikiIndex {
         })
     }
 
-    /// The `n` titles closest to `title`: BM25 over the titles alone, then over the whole
-    /// articles when the titles share no word with it.
+    /// The `n` titles closest to `title`: the articles that best match it, as
+    /// [`search`](Self::search) ranks them (titles weighted double, so a misspelt title
+    /// still finds its namesakes, and a sentence finds the article it comes from).
     pub fn closest_titles(&self, title: &str, n: usize) -> Result<Vec<String>, WikiError> {
-        let mut found = self.top(&self.title_parser, title, n)?;
-        if found.is_empty() {
-            found = self.top(&self.parser, title, n)?;
-        }
-        Ok(found
+        Ok(self
+            .top(&self.parser, title, n)?
             .into_iter()
             .map(|(_, i)| self.corpus.articles()[i].title.clone())
             .collect())

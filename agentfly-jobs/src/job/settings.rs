@@ -151,12 +151,17 @@ impl Settings {
     /// The wiki-qa job's preset for `format`, with the options' overrides.
     pub fn wiki_qa(args: &RunArgs, model: PathBuf, format: CallFormat) -> Self {
         let base = Self::from_args(args, model);
+        // Eight chains per question: with four, nearly every group of the hard families
+        // failed together (and of the narrow one succeeded together), so GRPO had little
+        // to learn from (RESULTS.md, the first wiki-qa run).
         let mut s = Self {
             task: Task::WikiQa(format),
             train: 600,
             val: 45,
             test: 150,
             demos: 32,
+            samples_per_step: 5,
+            chains: 8,
             ..base.clone()
         };
         if args.full {
