@@ -62,7 +62,16 @@ impl std::fmt::Debug for ToolBridge<'_> {
     }
 }
 
+/// The calls made from inside tools since they were last taken.
+#[derive(Default)]
+struct NestedCalls(Vec<NestedCall>);
+
 impl CallContext {
+    /// The calls made from inside other tools since the last time they were taken.
+    pub fn take_nested_calls(&mut self) -> Vec<NestedCall> {
+        std::mem::take(&mut self.extension_mut::<NestedCalls>().0)
+    }
+
     /// The tools `caller` may call from inside its own call, bounded by `limits`.
     pub fn bridge(&mut self, caller: &'static str, limits: BridgeLimits) -> ToolBridge<'_> {
         let all = self
@@ -125,7 +134,7 @@ impl ToolBridge<'_> {
         } else {
             self.toolbox.call(self.ctx, name, args.clone()).await
         };
-        self.ctx.record_nested(NestedCall {
+        self.ctx.extension_mut::<NestedCalls>().0.push(NestedCall {
             via: self.caller,
             name: name.to_string(),
             arguments: args,

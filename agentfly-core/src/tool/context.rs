@@ -1,6 +1,6 @@
 //! The state one chain's tool calls and reward share: its environment instances.
 
-use super::{NestedCall, ToolErrorKind, ToolFailure, Toolbox};
+use super::{ToolErrorKind, ToolFailure};
 use crate::Sample;
 use crate::env::{Env, EnvError, EnvPools, Lease, LeaseError};
 use std::any::{Any, TypeId, type_name};
@@ -21,8 +21,9 @@ pub struct CallContext {
     pools: Option<EnvPools>,
     sample: Option<Sample>,
     touched: Vec<TypeId>,
-    toolbox: Option<Toolbox>,
-    nested: Vec<NestedCall>,
+    /// Values other parts of the runtime keep with the chain (its toolbox, the calls made
+    /// from inside tools), one per type.
+    extensions: HashMap<TypeId, Box<dyn Any + Send>>,
 }
 
 /// A stateful tool or reward could not get its environment.
@@ -147,24 +148,23 @@ impl CallContext {
         }
     }
 
-    /// The chain's toolbox: what a tool calling other tools may call (see
-    /// [`bridge`](Self::bridge)).
-    pub fn toolbox(&self) -> Option<&Toolbox> {
-        self.toolbox.as_ref()
+    /// The chain's value of type `T` kept with it (see [`insert_extension`](Self::insert_extension)).
+    pub(crate) fn extension<T: Any + Send>(&self) -> Option<&T> {
+        self.extensions.get(&TypeId::of::<T>())?.downcast_ref()
     }
 
-    /// Sets the chain's toolbox.
-    pub fn set_toolbox(&mut self, toolbox: Toolbox) {
-        self.toolbox = Some(toolbox);
+    /// The chain's value of type `T`, made with `Default` on first use.
+    pub(crate) fn extension_mut<T: Any + Send + Default>(&mut self) -> &mut T {
+        self.extensions
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| Box::new(T::default()))
+            .downcast_mut()
+            .expect("keyed by its TypeId")
     }
 
-    pub(crate) fn record_nested(&mut self, call: NestedCall) {
-        self.nested.push(call);
-    }
-
-    /// The calls made from inside other tools since the last time they were taken.
-    pub fn take_nested_calls(&mut self) -> Vec<NestedCall> {
-        std::mem::take(&mut self.nested)
+    /// Keeps `value` with the chain, replacing one of its type.
+    pub(crate) fn insert_extension<T: Any + Send>(&mut self, value: T) {
+        self.extensions.insert(TypeId::of::<T>(), Box::new(value));
     }
 
     /// Sets the sample leased instances are reset with.

@@ -162,3 +162,16 @@ impl Toolbox {
         }
     }
 }
+
+impl CallContext {
+    /// The chain's toolbox: what a tool calling other tools may call (see
+    /// [`bridge`](CallContext::bridge)).
+    pub fn toolbox(&self) -> Option<&Toolbox> {
+        self.extension::<Toolbox>()
+    }
+
+    /// Sets the chain's toolbox.
+    pub fn set_toolbox(&mut self, toolbox: Toolbox) {
+        self.insert_extension(toolbox);
+    }
+}

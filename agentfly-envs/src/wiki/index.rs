@@ -1,8 +1,8 @@
 //! A BM25 index of the corpus (tantivy), built once and cached on disk beside a manifest
 //! that names the corpus it was built from; a changed corpus file is indexed again.
 
-use super::WikiError;
 use super::corpus::{Article, Corpus, title_key};
+use super::error::WikiError;
 use std::hash::Hasher;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -81,7 +81,14 @@ impl Job {
         task.prepare_process()?;
         let run = RunDir::open(&dir, &settings, args.restart)?;
         let job = Self { run, settings };
-        task.write_data(&job.settings, &job.path("data"))?;
+        let s = &job.settings;
+        let sizes = agentfly_tools::tasks::arithmetic::SplitSizes {
+            train: s.train,
+            val: s.val,
+            test: s.test,
+            demos: s.demos,
+        };
+        task.write_data(s.data_seed, sizes, &job.path("data"))?;
         job.run.write("system.txt", &task.tool_prompt())?;
         job.run.write(
             "run.toml",

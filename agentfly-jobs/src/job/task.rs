@@ -2,7 +2,6 @@
 //! retrieve in one of two formats. Each task gives its tools, reward, call format, chain
 //! budgets, prompts and data; the stages, settings and report are shared.
 
-use super::settings::Settings;
 use crate::JobError;
 use agentfly_core::Sample;
 use agentfly_core::data::read_jsonl as read_samples;
@@ -163,7 +162,7 @@ impl Task {
                         .expect("the wiki tools are linked");
                 format!(
                     "{WIKI_CODE_PROMPT}{}",
-                    agentfly_envs::python::python_stubs(toolbox.tools())
+                    agentfly_envs::python::tools::python_stubs(toolbox.tools())
                 )
             }
         }
@@ -216,22 +215,16 @@ impl Task {
         Ok(())
     }
 
-    /// Writes the splits into `dir` when they are not all there, then reads them back and
+    /// Writes the splits of `seed` with `sizes` into `dir` when they are not all there, then reads them back and
     /// checks them disjoint (by question; for the wiki also by source article).
-    pub fn write_data(self, settings: &Settings, dir: &Path) -> Result<(), JobError> {
+    pub fn write_data(self, seed: u64, sizes: SplitSizes, dir: &Path) -> Result<(), JobError> {
         const NAMES: [&str; 4] = ["train", "val", "test", "demos"];
         let file = |name: &str| dir.join(format!("{name}.jsonl"));
-        let sizes = SplitSizes {
-            train: settings.train,
-            val: settings.val,
-            test: settings.test,
-            demos: settings.demos,
-        };
         if NAMES.iter().any(|s| !file(s).exists()) {
             let state = |e: &dyn std::fmt::Display| JobError::State(e.to_string());
             match self {
                 Self::Calculator => {
-                    arithmetic::splits(settings.data_seed, sizes)
+                    arithmetic::splits(seed, sizes)
                         .map_err(|e| state(&e))?
                         .write(dir)?;
                 }
@@ -241,7 +234,7 @@ impl Task {
                         CallFormat::Hermes => DemoFormat::Hermes,
                         CallFormat::Code => DemoFormat::Code,
                     };
-                    wiki_qa::splits(&corpus, settings.data_seed, sizes)
+                    wiki_qa::splits(&corpus, seed, sizes)
                         .map_err(|e| state(&e))?
                         .write(dir, &corpus, demo_format)?;
                 }
