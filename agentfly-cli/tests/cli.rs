@@ -20,7 +20,7 @@ fn tools_lists_every_linked_tool_and_reward() {
     let out = agentfly(&["tools"]);
     assert!(out.status.success());
     let text = stdout(&out);
-    assert!(text.starts_with("3 tools:\n"), "{text}");
+    assert!(text.starts_with("5 tools:\n"), "{text}");
     assert!(
         text.contains("\n  code_interpreter  [env PythonSandbox, timeout 120000 ms]\n"),
         "{text}"
@@ -38,7 +38,7 @@ fn tools_lists_every_linked_tool_and_reward() {
         "{text}"
     );
     assert!(
-        text.contains("2 rewards: exact_match, exact_numeric"),
+        text.contains("4 rewards: exact_match, exact_numeric, squad_exact_match, squad_f1"),
         "{text}"
     );
 }
@@ -59,10 +59,24 @@ fn tools_json_prints_the_schemas() {
                     "required": ["expression"]}}},
             {"type": "function", "function": {
                 "name": "code_interpreter",
-                "description": "Runs Python code in a persistent sandboxed interpreter, like a notebook cell: variables, imports and files persist between calls. Shows what the code prints, the value of its last expression, and any exception with its traceback. A `notepad` object (todo list, facts, draft) is predefined.",
+                "description": "Runs Python code in a persistent sandboxed interpreter, like a notebook cell: variables, imports and files persist between calls. Shows what the code prints, the value of its last expression, and any exception with its traceback. A `notepad` object (todo list, facts, draft) is predefined, and so is every other tool of the task, as a function that returns the tool's text (e.g. `search(\"Marie Curie\", k=3)`) and raises `ToolError` when the call fails.",
                 "parameters": {"type": "object", "additionalProperties": false,
                     "properties": {"code": {"type": "string", "description": "The Python code to run."}},
                     "required": ["code"]}}},
+            {"type": "function", "function": {
+                "name": "retrieve",
+                "description": "Reads the summary of the encyclopedia article with this exact title (as `search` lists it). An unknown title gives the closest titles.",
+                "parameters": {"type": "object", "additionalProperties": false,
+                    "properties": {"title": {"type": "string", "description": "The article's title."}},
+                    "required": ["title"]}}},
+            {"type": "function", "function": {
+                "name": "search",
+                "description": "Searches the encyclopedia (summaries of ~10,000 Wikipedia articles) and lists the best-matching article titles, each with a short snippet. Use `retrieve` to read one.",
+                "parameters": {"type": "object", "additionalProperties": false,
+                    "properties": {
+                        "query": {"type": "string", "description": "What to look for: a few keywords or a name."},
+                        "k": {"type": ["integer", "null"], "format": "uint", "minimum": 0, "description": "How many results to list (1 to 10; default 3)."}},
+                    "required": ["query"]}}},
             {"type": "function", "function": {
                 "name": "submit_answer",
                 "description": "Submits your final answer and ends the task. Call it once, when you are sure.",
@@ -153,7 +167,7 @@ fn a_failed_call_prints_the_error_observation_and_exits_1() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(
         err,
-        "Error: there is no tool named `calc`. Available tools: calculator, code_interpreter, submit_answer.\n"
+        "Error: there is no tool named `calc`. Available tools: calculator, code_interpreter, retrieve, search, submit_answer.\n"
     );
 }
 
