@@ -223,18 +223,8 @@ pub struct Exhausted {
 }
 
 /// Train, validation and test splits of the wide mix, disjoint by construction; and the
-/// warm-start demonstrations (narrow form), disjoint from all three.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Splits {
-    /// RL training problems.
-    pub train: Vec<Problem>,
-    /// Validation problems.
-    pub val: Vec<Problem>,
-    /// Held-out test problems.
-    pub test: Vec<Problem>,
-    /// Demonstrations for the warm start (`Family::Add` only).
-    pub demos: Vec<Problem>,
-}
+/// warm-start demonstrations (`Family::Add` only), disjoint from all three.
+pub type Splits = super::Splits<Problem>;
 
 /// Sizes of [`Splits`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -278,10 +268,6 @@ pub fn splits(seed: u64, sizes: SplitSizes) -> Result<Splits, Exhausted> {
 }
 
 impl Splits {
-    /// The splits' names, which are also their files' stems: `train.jsonl`, `val.jsonl`,
-    /// `test.jsonl` and `demos.jsonl`.
-    pub const NAMES: [&'static str; 4] = ["train", "val", "test", "demos"];
-
     /// Writes each split into `dir` as JSON Lines (the problems as samples, the
     /// demonstrations as conversations); returns each file's sample count and path.
     pub fn write(&self, dir: &Path) -> Result<Vec<(usize, PathBuf)>, DataError> {

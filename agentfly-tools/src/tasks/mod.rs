@@ -11,6 +11,26 @@ use agentfly_core::data::{DataError, write_jsonl};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// A task's train, validation and test splits (disjoint) and its warm-start
+/// demonstrations (of one narrow form).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Splits<T> {
+    /// RL training items.
+    pub train: Vec<T>,
+    /// Validation items.
+    pub val: Vec<T>,
+    /// Held-out test items.
+    pub test: Vec<T>,
+    /// Demonstrations for the warm start.
+    pub demos: Vec<T>,
+}
+
+impl<T> Splits<T> {
+    /// The splits' names, which are also their files' stems: `train.jsonl`, `val.jsonl`,
+    /// `test.jsonl` and `demos.jsonl`.
+    pub const NAMES: [&'static str; 4] = ["train", "val", "test", "demos"];
+}
+
 /// Writes each named split into `dir` as `{name}.jsonl`; returns each file's sample count
 /// and path.
 pub fn write_splits(

@@ -254,18 +254,9 @@ fn question(article: &Article, family: Family, rng: &mut ChaCha8Rng) -> Option<Q
 }
 
 /// Train, validation and test questions on disjoint articles, and the warm-start
-/// demonstrations (narrow form, on training articles not asked about in `train`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Splits {
-    /// RL training questions.
-    pub train: Vec<Question>,
-    /// Validation questions.
-    pub val: Vec<Question>,
-    /// Held-out test questions.
-    pub test: Vec<Question>,
-    /// Demonstrations for the warm start ([`Family::YearTitled`] only).
-    pub demos: Vec<Question>,
-}
+/// demonstrations ([`Family::YearTitled`] only, on training articles not asked about in
+/// `train`).
+pub type Splits = super::Splits<Question>;
 
 /// Draws `n` questions of `families` in turn from `articles` (in their order, each used at
 /// most once: the used ones are taken out), skipping questions already `taken`; ids
@@ -441,9 +432,6 @@ impl Question {
 }
 
 impl Splits {
-    /// The splits' names, which are also their files' stems.
-    pub const NAMES: [&'static str; 4] = ["train", "val", "test", "demos"];
-
     /// Writes each split into `dir` as JSON Lines (the demonstrations in `format`);
     /// returns each file's sample count and path.
     pub fn write(
