@@ -178,6 +178,8 @@ impl Settings {
                 val: 3,
                 test: 6,
                 demos: 8,
+                samples_per_step: base.samples_per_step,
+                chains: base.chains,
                 ..s
             };
         }
@@ -400,6 +402,10 @@ mod tests {
                 assert_eq!(c.agent.reward, "squad_exact_match");
                 assert_eq!(c.agent.format, format.name());
                 assert!(s.test >= 6 && s.demos >= 8, "{s:?}");
+                if preset == ["--smoke"] {
+                    // The smoke run checks the machinery: the calculator's small RL steps.
+                    assert_eq!((s.samples_per_step, s.chains), (2, 4), "{s:?}");
+                }
                 let back: Settings =
                     serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
                 assert_eq!(back, s);
