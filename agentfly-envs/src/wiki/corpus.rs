@@ -61,8 +61,13 @@ impl Corpus {
     /// Reads the package's JSON (an object of title → article). Articles with an empty
     /// summary are left out; so is the second of two titles with the same key.
     pub fn load(path: &Path) -> Result<Corpus, WikiError> {
-        let text = std::fs::read_to_string(path).map_err(|e| WikiError::io(path, e))?;
-        let raw: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text)
+        let bytes = std::fs::read(path).map_err(|e| WikiError::io(path, e))?;
+        Self::parse(&bytes, path)
+    }
+
+    /// [`load`](Self::load) of the file's bytes, already read; `path` names it in errors.
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<Corpus, WikiError> {
+        let raw: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(bytes)
             .map_err(|e| WikiError::Corpus(format!("{}: {e}", path.display())))?;
         let mut articles = Vec::with_capacity(raw.len());
         for (key, value) in raw {

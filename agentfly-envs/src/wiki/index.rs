@@ -86,6 +86,15 @@ fn fields() -> Fields {
     }
 }
 
+/// The file beside the index that names the corpus it was built from.
+const MANIFEST: &str = "agentfly-manifest.json";
+
+/// The manifest of the index in `dir`, when there is a readable one.
+fn read_manifest(dir: &Path) -> Option<Manifest> {
+    let text = std::fs::read_to_string(dir.join(MANIFEST)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
 /// A stable fingerprint of the corpus file (SipHash of its bytes; a new Rust release may
 /// change it, which costs one rebuild).
 fn fingerprint(bytes: &[u8]) -> u64 {
@@ -148,7 +157,7 @@ impl WikiIndex {
         cache_dir: &Path,
     ) -> Result<Arc<WikiIndex>, WikiError> {
         let bytes = std::fs::read(corpus_path).map_err(|e| WikiError::io(corpus_path, e))?;
-        let corpus = Corpus::load(corpus_path)?;
+        let corpus = Corpus::parse(&bytes, corpus_path)?;
         let manifest = Manifest {
             version: INDEX_VERSION,
             corpus_bytes: bytes.len() as u64,
@@ -157,18 +166,17 @@ impl WikiIndex {
         };
         drop(bytes);
         let dir = cache_dir.join("wiki-index");
-        let manifest_path = dir.join("agentfly-manifest.json");
-        let cached = std::fs::read_to_string(&manifest_path)
-            .ok()
-            .and_then(|t| serde_json::from_str::<Manifest>(&t).ok());
-        if cached.as_ref() == Some(&manifest)
-            && let Ok(index) = Self::open(corpus, &dir)
-        {
-            return Ok(Arc::new(index));
-        }
-        let corpus = Corpus::load(corpus_path)?;
-        Self::build(&corpus, &dir, &manifest)?;
-        Ok(Arc::new(Self::open(corpus, &dir)?))
+        let cached = (read_manifest(&dir).as_ref() == Some(&manifest))
+            .then(|| Index::open_in_dir(&dir).ok())
+            .flatten();
+        let index = match cached {
+            Some(index) => index,
+            None => {
+                Self::build(&corpus, &dir, &manifest)?;
+                Index::open_in_dir(&dir)?
+            }
+        };
+        Ok(Arc::new(Self::with_index(corpus, index, dir)?))
     }
 
     /// An index of `corpus` in memory (tests, small corpora).
@@ -191,25 +199,19 @@ impl WikiIndex {
         Self::fill(&index, &f, corpus, true)?;
         drop(index);
         let manifest_text = serde_json::to_string_pretty(manifest).expect("plain data");
-        let manifest_path = tmp.path().join("agentfly-manifest.json");
+        let manifest_path = tmp.path().join(MANIFEST);
         std::fs::write(&manifest_path, manifest_text)
             .map_err(|e| WikiError::io(&manifest_path, e))?;
         // Swap the finished index in whole: a reader never sees half of one. Another
         // process may have built the same index meanwhile: then its copy is kept.
-        let stale = std::fs::read_to_string(dir.join("agentfly-manifest.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<Manifest>(&t).ok())
-            .is_none_or(|m| m != *manifest);
+        let stale = read_manifest(dir).is_none_or(|m| m != *manifest);
         if dir.exists() && stale {
             std::fs::remove_dir_all(dir).map_err(|e| WikiError::io(dir, e))?;
         }
         let built = tmp.keep();
         if let Err(e) = std::fs::rename(&built, dir) {
             let _ = std::fs::remove_dir_all(&built);
-            let theirs = std::fs::read_to_string(dir.join("agentfly-manifest.json"))
-                .ok()
-                .and_then(|t| serde_json::from_str::<Manifest>(&t).ok());
-            if theirs.as_ref() != Some(manifest) {
+            if read_manifest(dir).as_ref() != Some(manifest) {
                 return Err(WikiError::io(dir, e));
             }
         }
@@ -241,11 +243,6 @@ impl WikiIndex {
         writer.wait_merging_threads()?;
         bar.finish_and_clear();
         Ok(())
-    }
-
-    fn open(corpus: Corpus, dir: &Path) -> Result<WikiIndex, WikiError> {
-        let index = Index::open_in_dir(dir)?;
-        Self::with_index(corpus, index, dir.to_path_buf())
     }
 
     fn with_index(corpus: Corpus, index: Index, dir: PathBuf) -> Result<WikiIndex, WikiError> {
