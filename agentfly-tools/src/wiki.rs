@@ -24,6 +24,12 @@ pub fn installed() -> Option<Arc<WikiIndex>> {
     INDEX.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
+/// The index of the corpus file at `corpus`, cached beside it (`wiki-index/`): opened, or
+/// built once when absent or made from another corpus.
+pub fn open_cached(corpus: &Path) -> Result<Arc<WikiIndex>, WikiError> {
+    WikiIndex::open_or_build(corpus, corpus.parent().unwrap_or(Path::new(".")))
+}
+
 /// The installed index; when none is, the default corpus's (`corpora/wiki/`, relative to
 /// the working directory), opened or built on first use and installed.
 fn index() -> Result<Arc<WikiIndex>, String> {
@@ -42,8 +48,7 @@ fn index() -> Result<Arc<WikiIndex>, String> {
             corpus.display()
         ));
     }
-    let cache = corpus.parent().unwrap_or(Path::new("."));
-    let index = WikiIndex::open_or_build(corpus, cache).map_err(|e| e.to_string())?;
+    let index = open_cached(corpus).map_err(|e| e.to_string())?;
     *slot = Some(index.clone());
     Ok(index)
 }

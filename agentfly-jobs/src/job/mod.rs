@@ -50,7 +50,8 @@ impl Job {
     }
 
     /// The run directory of `task` for `args` (in `out`, else the preset's): model fetched
-    /// when it is the default and absent, the task's tools made ready, settings compared
+    /// when it is the default and absent, the task's tools made ready for this process (the
+    /// stages and variants that take the `Job` rely on it), settings compared
     /// with an earlier run's, data generated (or read) and checked disjoint, the system
     /// prompt and the trainer's configuration written.
     pub fn prepare_task(
@@ -81,14 +82,11 @@ impl Job {
         task.prepare_process()?;
         let run = RunDir::open(&dir, &settings, args.restart)?;
         let job = Self { run, settings };
-        let s = &job.settings;
-        let sizes = agentfly_tools::tasks::arithmetic::SplitSizes {
-            train: s.train,
-            val: s.val,
-            test: s.test,
-            demos: s.demos,
-        };
-        task.write_data(s.data_seed, sizes, &job.path("data"))?;
+        task.write_data(
+            job.settings.data_seed,
+            job.settings.sizes(),
+            &job.path("data"),
+        )?;
         job.run.write("system.txt", &task.tool_prompt())?;
         job.run.write(
             "run.toml",
@@ -119,7 +117,6 @@ impl Job {
                 sft_model.display()
             )));
         }
-        settings.task.prepare_process()?;
         std::fs::create_dir_all(dir).map_err(JobError::io(dir))?;
         let config_path = dir.join("run.toml");
         let from_run = pathdiff(dir, self.run.dir());

@@ -18,7 +18,6 @@ pub fn run(job: &Job) -> Result<(), JobError> {
     let config = TrainerConfig::load(job.path("run.toml"))?;
     let test = job.split("test")?;
     let val = job.split("val")?;
-    s.task.prepare_process()?;
     eprintln!(
         "{} job in {} ({} preset, {}, {} RL steps); rerun the same command to resume",
         s.task.name(),

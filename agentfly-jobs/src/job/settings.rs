@@ -5,6 +5,7 @@
 use super::task::{CallFormat, Task};
 use crate::calculator::options::{Algorithm, RunArgs};
 use agentfly_core::rl::Estimator;
+use agentfly_tools::tasks::arithmetic::SplitSizes;
 use agentfly_trainer::model::LoraConfig;
 use agentfly_trainer::run::{
     AgentSection, AlgorithmSection, DataSection, ModelSection, OutputSection, RolloutSection,
@@ -202,13 +203,20 @@ impl Settings {
         };
         let lora = if args.lora { "-lora" } else { "" };
         let overlap = if args.overlap { "-overlap" } else { "" };
-        let name = match task {
-            Task::Calculator => "calculator".to_string(),
-            Task::WikiQa(format) => format!("wiki-qa{preset}{lora}{overlap}/{}", format.name()),
-        };
-        match task {
-            Task::Calculator => PathBuf::from(format!("target/runs/{name}{preset}{lora}{overlap}")),
-            Task::WikiQa(_) => PathBuf::from(format!("target/runs/{name}")),
+        let run = format!("target/runs/{}{preset}{lora}{overlap}", task.command());
+        PathBuf::from(match task {
+            Task::Calculator => run,
+            Task::WikiQa(format) => format!("{run}/{}", format.name()),
+        })
+    }
+
+    /// The sizes of the run's splits.
+    pub fn sizes(&self) -> SplitSizes {
+        SplitSizes {
+            train: self.train,
+            val: self.val,
+            test: self.test,
+            demos: self.demos,
         }
     }
 
@@ -319,10 +327,7 @@ impl Settings {
             "# The {} job's trainer configuration, written by `agentfly {}`.\n\
              # `agentfly train --config` and `agentfly eval --config` read it as it is.\n\n{}",
             self.task.name(),
-            match self.task {
-                Task::Calculator => "calculator",
-                Task::WikiQa(_) => "wiki-qa",
-            },
+            self.task.command(),
             toml::to_string(&config).expect("a trainer configuration serializes")
         )
     }

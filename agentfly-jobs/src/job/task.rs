@@ -6,7 +6,8 @@ use crate::JobError;
 use agentfly_core::Sample;
 use agentfly_core::data::read_jsonl as read_samples;
 use agentfly_core::rollout::ChainConfig;
-use agentfly_envs::wiki::{CORPUS_FILE, Corpus, DEFAULT_CORPUS, WikiIndex};
+use agentfly_envs::wiki::{CORPUS_FILE, DEFAULT_CORPUS};
+use agentfly_tools::tasks::SPLIT_NAMES;
 use agentfly_tools::tasks::arithmetic::{self, SplitSizes, check_disjoint};
 use agentfly_tools::tasks::wiki_qa::{self, DemoFormat, check_articles_disjoint};
 use agentfly_trainer::run::RolloutSection;
@@ -88,11 +89,19 @@ impl Task {
         *self == Self::Calculator
     }
 
+    /// The `agentfly` subcommand that runs it.
+    pub fn command(self) -> &'static str {
+        match self {
+            Self::Calculator => "calculator",
+            Self::WikiQa(_) => "wiki-qa",
+        }
+    }
+
     /// Its name in reports and directories.
     pub fn name(self) -> String {
         match self {
-            Self::Calculator => "calculator".into(),
-            Self::WikiQa(format) => format!("wiki-qa ({})", format.name()),
+            Self::Calculator => self.command().into(),
+            Self::WikiQa(format) => format!("{} ({})", self.command(), format.name()),
         }
     }
 
@@ -119,8 +128,8 @@ impl Task {
     /// The call format.
     pub fn format(self) -> &'static str {
         match self {
-            Self::Calculator | Self::WikiQa(CallFormat::Hermes) => "hermes",
-            Self::WikiQa(CallFormat::Code) => "code",
+            Self::Calculator => "hermes",
+            Self::WikiQa(format) => format.name(),
         }
     }
 
@@ -207,8 +216,7 @@ impl Task {
             }
             let corpus = corpus_path();
             CORPUS_FILE.fetch(&corpus)?;
-            let cache = corpus.parent().unwrap_or(Path::new(".")).to_path_buf();
-            let index = WikiIndex::open_or_build(&corpus, &cache)
+            let index = agentfly_tools::wiki::open_cached(&corpus)
                 .map_err(|e| JobError::State(e.to_string()))?;
             agentfly_tools::wiki::install(index);
         }
@@ -218,9 +226,8 @@ impl Task {
     /// Writes the splits of `seed` with `sizes` into `dir` when they are not all there, then reads them back and
     /// checks them disjoint (by question; for the wiki also by source article).
     pub fn write_data(self, seed: u64, sizes: SplitSizes, dir: &Path) -> Result<(), JobError> {
-        const NAMES: [&str; 4] = ["train", "val", "test", "demos"];
         let file = |name: &str| dir.join(format!("{name}.jsonl"));
-        if NAMES.iter().any(|s| !file(s).exists()) {
+        if SPLIT_NAMES.iter().any(|s| !file(s).exists()) {
             let state = |e: &dyn std::fmt::Display| JobError::State(e.to_string());
             match self {
                 Self::Calculator => {
@@ -229,18 +236,21 @@ impl Task {
                         .write(dir)?;
                 }
                 Self::WikiQa(format) => {
-                    let corpus = Corpus::load(&corpus_path()).map_err(|e| state(&e))?;
+                    // The corpus the installed index already holds.
+                    self.prepare_process()?;
+                    let index = agentfly_tools::wiki::installed().expect("installed just above");
+                    let corpus = index.corpus();
                     let demo_format = match format {
                         CallFormat::Hermes => DemoFormat::Hermes,
                         CallFormat::Code => DemoFormat::Code,
                     };
-                    wiki_qa::splits(&corpus, seed, sizes)
+                    wiki_qa::splits(corpus, seed, sizes)
                         .map_err(|e| state(&e))?
-                        .write(dir, &corpus, demo_format)?;
+                        .write(dir, corpus, demo_format)?;
                 }
             }
         }
-        let data: Vec<(&str, Vec<Sample>)> = NAMES
+        let data: Vec<(&str, Vec<Sample>)> = SPLIT_NAMES
             .iter()
             .map(|s| Ok((*s, read_samples(file(s))?)))
             .collect::<Result<_, JobError>>()?;

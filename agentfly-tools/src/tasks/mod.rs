@@ -25,10 +25,13 @@ pub struct Splits<T> {
     pub demos: Vec<T>,
 }
 
+/// The splits' names, which are also their files' stems: `train.jsonl`, `val.jsonl`,
+/// `test.jsonl` and `demos.jsonl`.
+pub const SPLIT_NAMES: [&str; 4] = ["train", "val", "test", "demos"];
+
 impl<T> Splits<T> {
-    /// The splits' names, which are also their files' stems: `train.jsonl`, `val.jsonl`,
-    /// `test.jsonl` and `demos.jsonl`.
-    pub const NAMES: [&'static str; 4] = ["train", "val", "test", "demos"];
+    /// [`SPLIT_NAMES`].
+    pub const NAMES: [&'static str; 4] = SPLIT_NAMES;
 }
 
 /// Writes each named split into `dir` as `{name}.jsonl`; returns each file's sample count
