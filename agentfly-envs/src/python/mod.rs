@@ -349,13 +349,16 @@ impl PythonSandbox {
                 .await
                 .map_err(|e| KernelError::Gone(e.to_string()))?;
         }
+        self.kernel()?.busy = true;
+        self.write_message(request, "sending the request").await
+    }
+
+    /// Writes one JSON line to the kernel (a request, or the answer to a cell's tool call).
+    async fn write_message(&mut self, message: &Value, what: &str) -> Result<(), KernelError> {
         let kernel = self.kernel()?;
-        kernel.busy = true;
-        let line = format!("{request}\n");
+        let line = format!("{message}\n");
         if let Err(e) = kernel.stdin.write_all(line.as_bytes()).await {
-            return Err(KernelError::Gone(format!(
-                "sending the request failed: {e}"
-            )));
+            return Err(KernelError::Gone(format!("{what} failed: {e}")));
         }
         let _ = kernel.stdin.flush().await;
         Ok(())

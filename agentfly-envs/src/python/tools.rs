@@ -79,22 +79,8 @@ impl PythonSandbox {
                     "is_error": true,
                 }),
             };
-            self.answer(&answer).await?;
+            self.write_message(&answer, "answering a tool call").await?;
         }
-    }
-
-    /// Writes the answer of a tool call to the running cell.
-    async fn answer(&mut self, answer: &Value) -> Result<(), KernelError> {
-        use tokio::io::AsyncWriteExt;
-        let kernel = self.kernel()?;
-        let line = format!("{answer}\n");
-        kernel
-            .stdin
-            .write_all(line.as_bytes())
-            .await
-            .map_err(|e| KernelError::Gone(format!("answering a tool call failed: {e}")))?;
-        let _ = kernel.stdin.flush().await;
-        Ok(())
     }
 }
 
