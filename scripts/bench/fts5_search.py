@@ -22,7 +22,7 @@ uri = "file:wiki?mode=memory&cache=shared"
 keep = sqlite3.connect(uri, uri=True, check_same_thread=False)
 keep.execute("create virtual table docs using fts5(title, body, tokenize='porter unicode61')")
 keep.executemany("insert into docs(title, body) values (?, ?)",
-                 [(a["title"], a["extract"]) for a in articles])
+                 [(a["title"], f'{a.get("description", "")} {a["extract"]}') for a in articles])
 keep.commit()
 build_s = time.perf_counter() - start
 

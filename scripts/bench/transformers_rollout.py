@@ -56,7 +56,8 @@ class Wiki:
         self.db = sqlite3.connect(":memory:")
         self.db.execute("create virtual table docs using fts5(title, body, tokenize='porter unicode61')")
         self.db.executemany("insert into docs values (?, ?)",
-                            [(a["title"], a["extract"]) for a in self.articles.values()])
+                            [(a["title"], f'{a.get("description", "")} {a["extract"]}')
+                             for a in self.articles.values()])
 
     @staticmethod
     def key(title):
