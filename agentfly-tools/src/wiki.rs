@@ -62,10 +62,14 @@ pub fn search(
     /// How many results to list (1 to 10; default 3).
     k: Option<usize>,
 ) -> Result<String, String> {
+    search_text(&*index()?, &query, k).map_err(|e| e.to_string())
+}
+
+/// What `search` shows for `query` on `index`: `k` (default 3, at most [`MAX_RESULTS`])
+/// numbered results, each its title and snippet.
+pub fn search_text(index: &WikiIndex, query: &str, k: Option<usize>) -> Result<String, WikiError> {
     let k = k.unwrap_or(3).clamp(1, MAX_RESULTS);
-    let hits = index()?
-        .search(&query, k)
-        .map_err(|e: WikiError| e.to_string())?;
+    let hits = index.search(query, k)?;
     if hits.is_empty() {
         return Ok(format!("No article matches \"{query}\"."));
     }

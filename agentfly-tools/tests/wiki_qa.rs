@@ -7,7 +7,7 @@ use agentfly_core::data::read_jsonl;
 use agentfly_envs::wiki::{Corpus, WikiIndex};
 use agentfly_tools::tasks::arithmetic::{SplitSizes, check_disjoint};
 use agentfly_tools::tasks::wiki_qa::{DemoFormat, Family, Splits, check_articles_disjoint, splits};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 const SIZES: SplitSizes = SplitSizes {
     train: 600,
@@ -16,14 +16,21 @@ const SIZES: SplitSizes = SplitSizes {
     demos: 32,
 };
 
+fn index() -> &'static Arc<WikiIndex> {
+    static INDEX: OnceLock<Arc<WikiIndex>> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let corpus = Corpus::load(&agentfly_testdata::wiki_corpus()).unwrap();
+        Arc::new(WikiIndex::in_memory(corpus).unwrap())
+    })
+}
+
 fn corpus() -> &'static Corpus {
-    static CORPUS: OnceLock<Corpus> = OnceLock::new();
-    CORPUS.get_or_init(|| Corpus::load(&agentfly_testdata::wiki_corpus()).unwrap())
+    index().corpus()
 }
 
 fn made() -> &'static Splits {
     static SPLITS: OnceLock<Splits> = OnceLock::new();
-    SPLITS.get_or_init(|| splits(corpus(), 0, SIZES).unwrap())
+    SPLITS.get_or_init(|| splits(index(), 0, SIZES).unwrap())
 }
 
 #[test]
@@ -34,14 +41,14 @@ fn splits_are_deterministic_disjoint_and_mixed() {
         (600, 60, 150, 32)
     );
     assert_eq!(
-        &splits(corpus(), 0, SIZES).unwrap(),
+        &splits(index(), 0, SIZES).unwrap(),
         s,
         "same seed, same questions"
     );
-    assert_ne!(splits(corpus(), 1, SIZES).unwrap().test, s.test);
+    assert_ne!(splits(index(), 1, SIZES).unwrap().test, s.test);
 
     let dir = tempfile::tempdir().unwrap();
-    s.write(dir.path(), corpus(), DemoFormat::Hermes).unwrap();
+    s.write(dir.path(), index(), DemoFormat::Hermes).unwrap();
     let load = |name: &str| read_jsonl(dir.path().join(format!("{name}.jsonl"))).unwrap();
     let (train, val, test, demos) = (load("train"), load("val"), load("test"), load("demos"));
     let named = [
@@ -75,7 +82,7 @@ fn splits_are_deterministic_disjoint_and_mixed() {
             "the answer is in the question: {q:?}"
         );
         match q.family {
-            Family::YearTitled | Family::YearUntitled => {
+            Family::YearTitled | Family::YearUntitled | Family::YearDescribed => {
                 assert!(
                     q.answer.len() == 4 && q.answer.parse::<u32>().is_ok(),
                     "{q:?}"
@@ -93,39 +100,75 @@ fn splits_are_deterministic_disjoint_and_mixed() {
         let n = s.test.iter().filter(|q| q.family == family).count();
         assert_eq!(n, 50, "{family:?}");
     }
-    assert!(s.demos.iter().all(|q| q.family == Family::YearTitled));
+    // The demonstrations: the two narrow forms in turn, neither of them held out.
+    for (i, q) in s.demos.iter().enumerate() {
+        let expected = [Family::YearTitled, Family::YearDescribed][i % 2];
+        assert_eq!(q.family, expected, "{q:?}");
+    }
+    assert!(
+        s.test
+            .iter()
+            .chain(&s.val)
+            .all(|q| Family::WIDE.contains(&q.family))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demonstrations_show_what_the_tools_really_return() {
-    let index =
-        WikiIndex::in_memory(Corpus::load(&agentfly_testdata::wiki_corpus()).unwrap()).unwrap();
-    agentfly_tools::wiki::install(std::sync::Arc::new(index));
-    let toolbox = Toolbox::from_names(&["retrieve", "submit_answer"]).unwrap();
-    for q in &made().demos[..4] {
-        let article = corpus().get(&q.article).unwrap();
-        let demo = q.demonstration(article, DemoFormat::Hermes);
+    agentfly_tools::wiki::install(index().clone());
+    let toolbox = Toolbox::from_names(&["search", "retrieve", "submit_answer"]).unwrap();
+    for q in &made().demos[..6] {
+        let demo = q.demonstration(index(), DemoFormat::Hermes).unwrap();
         let messages = demo.field("messages").unwrap().as_array().unwrap();
-        let call = messages[1]["content"].as_str().unwrap();
-        let json = call
-            .trim_start_matches("<tool_call>\n")
-            .trim_end_matches("\n</tool_call>");
-        let call: serde_json::Value = serde_json::from_str(json).unwrap();
-        assert_eq!(call["name"], "retrieve");
-        let real = toolbox
-            .call_json("retrieve", &call["arguments"].to_string())
-            .await;
-        assert_eq!(messages[2]["content"].as_str().unwrap(), real.text);
-        assert!(real.text.contains(&q.answer), "{q:?}");
-        assert!(messages[3]["content"].as_str().unwrap().contains(&q.answer));
-
-        let code = q.demonstration(article, DemoFormat::Code);
-        let messages = code.field("messages").unwrap().as_array().unwrap();
-        assert_eq!(
-            messages[1]["content"].as_str().unwrap(),
-            format!("```python\nprint(retrieve({:?}))\n```", q.article)
+        let calls: Vec<&str> = match q.family {
+            Family::YearTitled => vec!["retrieve"],
+            _ => vec!["search", "retrieve"],
+        };
+        assert_eq!(messages.len(), 2 + 2 * calls.len(), "{messages:?}");
+        let mut outputs = Vec::new();
+        for (i, name) in calls.iter().enumerate() {
+            let call = messages[1 + 2 * i]["content"].as_str().unwrap();
+            let json = call
+                .trim_start_matches("<tool_call>\n")
+                .trim_end_matches("\n</tool_call>");
+            let call: serde_json::Value = serde_json::from_str(json).unwrap();
+            assert_eq!(call["name"], *name);
+            let real = toolbox
+                .call_json(name, &call["arguments"].to_string())
+                .await;
+            assert!(!real.is_error, "{real:?}");
+            assert_eq!(messages[2 + 2 * i]["content"].as_str().unwrap(), real.text);
+            outputs.push(real.text);
+        }
+        // A described article is the first result its description finds; its text holds
+        // the answer, which is what is submitted.
+        if q.family == Family::YearDescribed {
+            assert!(
+                outputs[0].starts_with(&format!("1. {}: ", q.article)),
+                "{}",
+                outputs[0]
+            );
+        }
+        assert!(outputs.last().unwrap().contains(&q.answer), "{q:?}");
+        assert!(
+            messages.last().unwrap()["content"]
+                .as_str()
+                .unwrap()
+                .contains(&q.answer)
         );
-        assert_eq!(messages[2]["content"].as_str().unwrap(), real.text);
+
+        let code = q.demonstration(index(), DemoFormat::Code).unwrap();
+        let cells = code.field("messages").unwrap().as_array().unwrap();
+        assert_eq!(cells.len(), messages.len());
+        let retrieve = format!("```python\nprint(retrieve({:?}))\n```", q.article);
+        assert_eq!(
+            cells[cells.len() - 3]["content"].as_str().unwrap(),
+            retrieve
+        );
+        for (i, output) in outputs.iter().enumerate() {
+            assert_eq!(cells[2 + 2 * i]["content"].as_str().unwrap(), output);
+            assert_eq!(cells[2 + 2 * i]["name"], "code_interpreter");
+        }
     }
     for q in made().test.iter().step_by(10) {
         eprintln!("{:?} | {} | {}", q.family, q.question, q.answer);

@@ -69,24 +69,23 @@ impl Task {
 
     /// The wiki-qa test questions of seed 0, after one worked example (retrieve, submit).
     fn wiki(n: usize) -> Self {
-        use agentfly_envs::wiki::{Corpus, WikiIndex};
+        use agentfly_envs::wiki::WikiIndex;
         use agentfly_tools::tasks::{arithmetic::SplitSizes, wiki_qa};
         let path = agentfly_testdata::wiki_corpus();
         let cache = common::repo().join("target/bench/wiki");
-        agentfly_tools::wiki::install(WikiIndex::open_or_build(&path, &cache).expect("the index"));
-        let corpus = Corpus::load(&path).expect("the corpus");
+        let index = WikiIndex::open_or_build(&path, &cache).expect("the index");
+        agentfly_tools::wiki::install(index.clone());
         let sizes = SplitSizes {
             train: 0,
             val: 0,
             test: n,
             demos: 1,
         };
-        let splits = wiki_qa::splits(&corpus, 0, sizes).expect("questions");
+        let splits = wiki_qa::splits(&index, 0, sizes).expect("questions");
         let shot = &splits.demos[0];
-        let demo = shot.demonstration(
-            corpus.get(&shot.article).unwrap(),
-            wiki_qa::DemoFormat::Hermes,
-        );
+        let demo = shot
+            .demonstration(&index, wiki_qa::DemoFormat::Hermes)
+            .expect("the article is in the corpus");
         let mut shot_messages = demo.field("messages").unwrap().as_array().unwrap().clone();
         shot_messages.push(json!({"role": "tool", "name": "submit_answer", "content": format!("Answer submitted: {}", shot.answer)}));
         let samples = splits

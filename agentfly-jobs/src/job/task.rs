@@ -239,14 +239,13 @@ impl Task {
                     // The corpus the installed index already holds.
                     self.prepare_process()?;
                     let index = agentfly_tools::wiki::installed().expect("installed just above");
-                    let corpus = index.corpus();
                     let demo_format = match format {
                         CallFormat::Hermes => DemoFormat::Hermes,
                         CallFormat::Code => DemoFormat::Code,
                     };
-                    wiki_qa::splits(corpus, seed, sizes)
+                    wiki_qa::splits(&index, seed, sizes)
                         .map_err(|e| state(&e))?
-                        .write(dir, corpus, demo_format)?;
+                        .write(dir, &index, demo_format)?;
                 }
             }
         }

@@ -10,7 +10,7 @@ use crate::calculator::options::RunArgs;
 use crate::job::{CallFormat, Job, Settings, Task, pipeline};
 use crate::report::Eval;
 use crate::run_dir::read_json;
-use agentfly_trainer::run::{EvalReport, RowShape};
+use agentfly_trainer::run::{EvalReport, RowShape, correct_of};
 
 /// Where a format's turn-rows variant runs, inside its directory.
 const TURN_ROWS: &str = "turn-rows";
@@ -98,10 +98,111 @@ fn comparison(jobs: &[(CallFormat, Job)]) -> Result<String, JobError> {
         ));
     }
     let test = jobs.first().map_or(0, |(_, j)| j.settings.test);
+    let families = match jobs.first() {
+        Some((_, job)) => by_family(&rows, &job.split("test")?),
+        None => String::new(),
+    };
     Ok(format!(
         "# Wiki agents: JSON tool calls against code as action\n\n\
          Exact match (SQuAD normalisation) on the same {test} held-out questions; each format's \
-         own report is in its directory.\n\n{}\n{verdicts}",
+         own report is in its directory.\n\n{}\n{verdicts}\n\
+         ## By question family\n\n\
+         Exact matches per family of the test split, and the mean token F1 over all questions.\n\n\
+         {families}",
         crate::report::table(&rows)
     ))
+}
+
+/// Each evaluation's exact matches per question family (the test samples' `family`, in
+/// their order of first appearance) and its mean token F1 (the reward's `f1` metric).
+fn by_family(rows: &[Eval], test: &[agentfly_core::Sample]) -> String {
+    use std::collections::HashMap;
+    use std::fmt::Write;
+    let family_of: HashMap<&str, &str> = test
+        .iter()
+        .filter_map(|s| Some((s.id.as_str(), s.field("family")?.as_str()?)))
+        .collect();
+    let mut families: Vec<&str> = Vec::new();
+    for s in test {
+        if let Some(f) = family_of.get(s.id.as_str())
+            && !families.contains(f)
+        {
+            families.push(f);
+        }
+    }
+    let mut out = format!("| policy | {} | token F1 |\n|---|", families.join(" | "));
+    out.push_str(&"---|".repeat(families.len() + 1));
+    out.push('\n');
+    for e in rows {
+        let trajectories = &e.report.trajectories;
+        let cells: Vec<String> = families
+            .iter()
+            .map(|f| {
+                let of_family = trajectories
+                    .iter()
+                    .filter(|t| family_of.get(t.sample_id.as_str()) == Some(f));
+                let (n, correct) =
+                    of_family.fold((0, 0), |(n, c), t| (n + 1, c + usize::from(correct_of(t))));
+                format!("{correct}/{n}")
+            })
+            .collect();
+        let f1: Vec<f64> = trajectories
+            .iter()
+            .filter_map(|t| t.reward_metrics.get("f1").copied())
+            .collect();
+        let f1 = if f1.is_empty() {
+            "—".to_string()
+        } else {
+            format!("{:.3}", f1.iter().sum::<f64>() / f1.len() as f64)
+        };
+        let _ = writeln!(out, "| {} | {} | {f1} |", e.title, cells.join(" | "));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentfly_core::{Sample, Trajectory};
+    use serde_json::json;
+
+    fn answered(id: &str, correct: bool, f1: f64) -> Trajectory {
+        Trajectory {
+            sample_id: id.into(),
+            reward: Some(f32::from(u8::from(correct))),
+            reward_metrics: [("correct", f64::from(u8::from(correct))), ("f1", f1)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            ..Trajectory::default()
+        }
+    }
+
+    #[test]
+    fn by_family_counts_each_family_of_the_test_split() {
+        let test: Vec<Sample> = [("q0", "named"), ("q1", "masked"), ("q2", "named")]
+            .into_iter()
+            .map(|(id, family)| Sample::new(id, json!({"question": id, "family": family})))
+            .collect();
+        let trajectories = vec![
+            answered("q0", true, 1.0),
+            answered("q1", false, 0.5),
+            answered("q2", false, 0.0),
+        ];
+        let report = EvalReport::of(trajectories, Default::default());
+        let rows = [Eval {
+            key: "sft".into(),
+            title: "after SFT".into(),
+            report,
+        }];
+        let table = by_family(&rows, &test);
+        assert!(
+            table.starts_with("| policy | named | masked | token F1 |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| after SFT | 1/2 | 0/1 | 0.500 |"),
+            "{table}"
+        );
+    }
 }

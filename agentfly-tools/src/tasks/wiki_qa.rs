@@ -6,19 +6,22 @@
 //! | [`Family::YearTitled`] | a sentence of the named article with its year blanked | the year | `retrieve(title)`, read |
 //! | [`Family::YearUntitled`] | the same with the title's words masked too | the year | `search`, then read |
 //! | [`Family::TitleFromDescription`] | Wikipedia's short description of an article | its title | `search`, choose |
+//! | [`Family::YearDescribed`] (demonstrations only) | the untitled sentence, its article described | the year | `search`, `retrieve`, read |
 //!
 //! Articles are split first (test, validation, train: disjoint by source article), then
 //! each split's questions are drawn from its own articles, one question per article,
-//! families in turn; the warm-start demonstrations use only the narrow first family, on
-//! training articles. The answer never appears in its question (checked as each one is
+//! families in turn; the warm-start demonstrations use two narrow forms, neither of them
+//! asked in the held-out splits, on training articles: the named article's year
+//! (retrieve, read) and the described article's year (search the description, retrieve
+//! the first result, read). The answer never appears in its question (checked as each one is
 //! made). A summary's year is used only where it occurs once in the summary and the
 //! sentence holds no other year, so the blank has one answer.
 
 use super::arithmetic::{Exhausted, SplitSizes, normalise};
-use crate::wiki::article_text;
+use crate::wiki::{article_text, search_text};
 use agentfly_core::Sample;
 use agentfly_core::data::DataError;
-use agentfly_envs::wiki::{Article, Corpus, title_key};
+use agentfly_envs::wiki::{Article, Corpus, WikiIndex, title_key};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
@@ -38,6 +41,10 @@ pub enum Family {
     YearUntitled,
     /// The article's title from its short description.
     TitleFromDescription,
+    /// The untitled sentence, its article given by its short description (title words
+    /// masked) — the warm-start's second form, where the description, searched, finds
+    /// the article first. Never in the held-out splits.
+    YearDescribed,
 }
 
 impl Family {
@@ -209,6 +216,13 @@ fn gives_away(question: &str, answer: &str) -> bool {
     a.trim().is_empty() || q.contains(&a)
 }
 
+/// The article's short description with the title's words masked, when it is long enough
+/// to ask about.
+fn masked_description(article: &Article) -> Option<String> {
+    let description = article.description.trim();
+    (description.len() >= 12).then(|| mask_title(description, &article.title))
+}
+
 /// The question of `family` about `article`, when the article allows one.
 fn question(article: &Article, family: Family, rng: &mut ChaCha8Rng) -> Option<Question> {
     let (question, answer) = match family {
@@ -230,12 +244,19 @@ fn question(article: &Article, family: Family, rng: &mut ChaCha8Rng) -> Option<Q
                 year,
             )
         }
+        Family::YearDescribed => {
+            let described = masked_description(article)?;
+            let (sentence, year) = year_sentence(article, rng)?;
+            let masked = mask_title(&sentence, &article.title);
+            (
+                format!(
+                    "The encyclopedia article described as \"{described}\" says: \"{masked}\" Which year is missing?"
+                ),
+                year,
+            )
+        }
         Family::TitleFromDescription => {
-            let description = article.description.trim();
-            if description.len() < 12 {
-                return None;
-            }
-            let masked = mask_title(description, &article.title);
+            let masked = masked_description(article)?;
             (
                 format!(
                     "Which encyclopedia article has the short description \"{masked}\"? Answer with its exact title."
@@ -254,13 +275,14 @@ fn question(article: &Article, family: Family, rng: &mut ChaCha8Rng) -> Option<Q
 }
 
 /// Train, validation and test questions on disjoint articles, and the warm-start
-/// demonstrations ([`Family::YearTitled`] only, on training articles not asked about in
-/// `train`).
+/// demonstrations ([`Family::YearTitled`] and [`Family::YearDescribed`] in turn, on
+/// training articles not asked about in `train`).
 pub type Splits = super::Splits<Question>;
 
 /// Draws `n` questions of `families` in turn from `articles` (in their order, each used at
-/// most once: the used ones are taken out), skipping questions already `taken`; ids
-/// `{prefix}-{i}`.
+/// most once: the used ones are taken out), skipping questions already `taken` and those
+/// `keep` refuses; ids `{prefix}-{i}`.
+#[allow(clippy::too_many_arguments)]
 fn draw(
     corpus: &Corpus,
     articles: &mut Vec<usize>,
@@ -269,6 +291,7 @@ fn draw(
     prefix: &str,
     rng: &mut ChaCha8Rng,
     taken: &mut HashSet<String>,
+    keep: &dyn Fn(&Question) -> bool,
 ) -> Result<Vec<Question>, Exhausted> {
     // Which articles allow each family does not depend on the draw: one pass.
     let mut queues: Vec<std::collections::VecDeque<usize>> = families
@@ -304,6 +327,11 @@ fn draw(
         let Some(mut q) = question(&corpus.articles()[article], families[k], rng) else {
             continue;
         };
+        if !keep(&q) {
+            // The family keeps its turn: the next of its articles is tried.
+            turn -= 1;
+            continue;
+        }
         if taken.insert(normalise(&q.question)) {
             q.id = format!("{prefix}-{}", out.len());
             out.push(q);
@@ -313,10 +341,13 @@ fn draw(
     Ok(out)
 }
 
-/// The splits of `seed`: articles shuffled, a tenth each for test and validation, the rest
-/// for training and the demonstrations. An error when a split asks for more questions than
-/// its articles allow.
-pub fn splits(corpus: &Corpus, seed: u64, sizes: SplitSizes) -> Result<Splits, Exhausted> {
+/// The splits of `seed` on `index`'s corpus: articles shuffled, a tenth each for test and
+/// validation, the rest for training and the demonstrations. A described article's
+/// demonstration is kept only where searching its description finds it first, so the
+/// demonstration's "retrieve the first result" is right. An error when a split asks for
+/// more questions than its articles allow.
+pub fn splits(index: &WikiIndex, seed: u64, sizes: SplitSizes) -> Result<Splits, Exhausted> {
+    let corpus = index.corpus();
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0031_719a);
     let mut order: Vec<usize> = (0..corpus.len()).collect();
     order.shuffle(&mut rng);
@@ -333,6 +364,7 @@ pub fn splits(corpus: &Corpus, seed: u64, sizes: SplitSizes) -> Result<Splits, E
         "test",
         &mut rng,
         &mut taken,
+        &|_| true,
     )?;
     let val = draw(
         corpus,
@@ -342,15 +374,25 @@ pub fn splits(corpus: &Corpus, seed: u64, sizes: SplitSizes) -> Result<Splits, E
         "val",
         &mut rng,
         &mut taken,
+        &|_| true,
     )?;
+    let found_first = |q: &Question| {
+        q.family != Family::YearDescribed
+            || corpus
+                .get(&q.article)
+                .and_then(masked_description)
+                .and_then(|d| index.search(&d, 1).ok())
+                .is_some_and(|hits| hits.first().is_some_and(|h| h.title == q.article))
+    };
     let demos = draw(
         corpus,
         &mut train_articles,
         sizes.demos,
-        &[Family::YearTitled],
+        &[Family::YearTitled, Family::YearDescribed],
         "demo",
         &mut rng,
         &mut taken,
+        &found_first,
     )?;
     let train = draw(
         corpus,
@@ -360,6 +402,7 @@ pub fn splits(corpus: &Corpus, seed: u64, sizes: SplitSizes) -> Result<Splits, E
         "train",
         &mut rng,
         &mut taken,
+        &|_| true,
     )?;
     Ok(Splits {
         train,
@@ -393,61 +436,81 @@ impl Question {
         )
     }
 
-    /// As a demonstration in `format`: retrieve the named article, read it, submit the
-    /// year. The article's text is what the `retrieve` tool shows.
-    pub fn demonstration(&self, article: &Article, format: DemoFormat) -> Sample {
-        let text = article_text(article);
-        let messages = match format {
-            DemoFormat::Hermes => {
-                let call = |name: &str, arguments: serde_json::Value| {
-                    format!(
-                        "<tool_call>\n{}\n</tool_call>",
-                        json!({"name": name, "arguments": arguments})
+    /// As a demonstration in `format`, each tool's output what the real tool returns on
+    /// `index`: for a named article, retrieve it, read, submit the year; for a described
+    /// one, search its description, retrieve the first result, read, submit. `None` when
+    /// the article is not in `index`'s corpus.
+    pub fn demonstration(&self, index: &WikiIndex, format: DemoFormat) -> Option<Sample> {
+        let article = index.corpus().get(&self.article)?;
+        let mut calls = Vec::new();
+        if self.family == Family::YearDescribed {
+            let query = masked_description(article)?;
+            let found = search_text(index, &query, None).ok()?;
+            calls.push(("search", json!({"query": query}), found));
+        }
+        calls.push((
+            "retrieve",
+            json!({"title": self.article}),
+            article_text(article),
+        ));
+        let mut messages = vec![json!({"role": "user", "content": self.question})];
+        for (name, arguments, output) in calls {
+            let (call, tool) = match format {
+                DemoFormat::Hermes => (hermes_call(name, &arguments), name),
+                DemoFormat::Code => {
+                    let argument = arguments.as_object().and_then(|a| a.values().next());
+                    let literal = serde_json::to_string(argument?).expect("a string");
+                    (
+                        code_cell(&format!("print({name}({literal}))")),
+                        "code_interpreter",
                     )
-                };
-                json!([
-                    {"role": "user", "content": self.question},
-                    {"role": "assistant", "content": call("retrieve", json!({"title": self.article}))},
-                    {"role": "tool", "name": "retrieve", "content": text},
-                    {"role": "assistant", "content": call("submit_answer", json!({"answer": self.answer}))},
-                ])
-            }
+                }
+            };
+            messages.push(json!({"role": "assistant", "content": call}));
+            messages.push(json!({"role": "tool", "name": tool, "content": output}));
+        }
+        let submit = match format {
+            DemoFormat::Hermes => hermes_call("submit_answer", &json!({"answer": self.answer})),
             DemoFormat::Code => {
-                let code = |body: String| format!("```python\n{body}\n```");
-                let title = serde_json::to_string(&self.article).expect("a string");
                 let answer = serde_json::to_string(&self.answer).expect("a string");
-                json!([
-                    {"role": "user", "content": self.question},
-                    {"role": "assistant", "content": code(format!("print(retrieve({title}))"))},
-                    {"role": "tool", "name": "code_interpreter", "content": text},
-                    {"role": "assistant", "content": code(format!("submit_answer({answer})"))},
-                ])
+                code_cell(&format!("submit_answer({answer})"))
             }
         };
-        Sample::new(
+        messages.push(json!({"role": "assistant", "content": submit}));
+        Some(Sample::new(
             self.id.clone(),
             json!({"messages": messages, "answer": self.answer, "article": self.article}),
-        )
+        ))
     }
 }
 
+/// A Hermes tool call.
+fn hermes_call(name: &str, arguments: &serde_json::Value) -> String {
+    format!(
+        "<tool_call>\n{}\n</tool_call>",
+        json!({"name": name, "arguments": arguments})
+    )
+}
+
+/// A fenced Python cell.
+fn code_cell(body: &str) -> String {
+    format!("```python\n{body}\n```")
+}
+
 impl Splits {
-    /// Writes each split into `dir` as JSON Lines (the demonstrations in `format`);
-    /// returns each file's sample count and path.
+    /// Writes each split into `dir` as JSON Lines (the demonstrations in `format`, their
+    /// tools' output read from `index`); returns each file's sample count and path.
     pub fn write(
         &self,
         dir: &Path,
-        corpus: &Corpus,
+        index: &WikiIndex,
         format: DemoFormat,
     ) -> Result<Vec<(usize, PathBuf)>, DataError> {
         let samples = |questions: &[Question]| questions.iter().map(Question::sample).collect();
         let demos = self
             .demos
             .iter()
-            .map(|q| match corpus.get(&q.article) {
-                Some(article) => q.demonstration(article, format),
-                None => q.sample(),
-            })
+            .map(|q| q.demonstration(index, format).unwrap_or_else(|| q.sample()))
             .collect();
         super::write_splits(
             dir,
