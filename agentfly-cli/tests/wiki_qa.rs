@@ -56,14 +56,20 @@ fn smoke_pipeline_runs_both_formats_and_compares_them() {
         for split in ["train", "val", "demos"] {
             assert!(articles(split).iter().all(|a| !test.contains(a)), "{split}");
         }
+        // The two narrow forms in turn: retrieve a named article; search a described one.
         let demos = lines(&dir.join("data/demos.jsonl"));
-        let first_call = demos[0]["messages"][1]["content"].as_str().unwrap();
-        match format {
-            "hermes" => assert!(first_call.contains("\"retrieve\""), "{first_call}"),
-            _ => assert!(
-                first_call.starts_with("```python\nprint(retrieve("),
-                "{first_call}"
-            ),
+        for (demo, tool) in demos.iter().zip(["retrieve", "search"]) {
+            let first_call = demo["messages"][1]["content"].as_str().unwrap();
+            match format {
+                "hermes" => assert!(
+                    first_call.contains(&format!("\"name\":\"{tool}\"")),
+                    "{first_call}"
+                ),
+                _ => assert!(
+                    first_call.starts_with(&format!("```python\nprint({tool}(")),
+                    "{first_call}"
+                ),
+            }
         }
         let report = std::fs::read_to_string(dir.join("report/REPORT.md")).unwrap();
         assert!(report.contains("Wiki agent"), "{report}");
@@ -90,6 +96,12 @@ fn smoke_pipeline_runs_both_formats_and_compares_them() {
     }
     assert!(
         comparison.contains("code format: RL over SFT"),
+        "{comparison}"
+    );
+    assert!(
+        comparison.contains(
+            "| policy | year_titled | year_untitled | title_from_description | token F1 |"
+        ),
         "{comparison}"
     );
 
