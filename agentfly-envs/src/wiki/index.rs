@@ -42,8 +42,8 @@ struct Manifest {
     articles: usize,
 }
 
-/// The corpus and its BM25 index (title, then description and summary, English stemming, tantivy's k1 = 1.2,
-/// b = 0.75). Read-only and `Sync`: share one behind an `Arc` among all chains.
+/// The corpus and its BM25 index (title, then description and summary, English stemming,
+/// tantivy's k1 = 1.2, b = 0.75). Read-only and `Sync`: share one behind an `Arc` among all chains.
 pub struct WikiIndex {
     corpus: Corpus,
     reader: IndexReader,
@@ -304,8 +304,8 @@ impl WikiIndex {
         Ok(out)
     }
 
-    /// The `k` articles that best match `query` (BM25 over title, description and summary, titles
-    /// weighted double), best first.
+    /// The `k` articles that best match `query` (BM25 over title, description and summary,
+    /// titles weighted double), best first.
     pub fn search(&self, query: &str, k: usize) -> Result<Vec<Hit>, WikiError> {
         Ok(self
             .top(&self.parser, query, k)?

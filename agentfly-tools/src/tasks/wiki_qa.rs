@@ -442,24 +442,25 @@ impl Question {
     /// the article is not in `index`'s corpus.
     pub fn demonstration(&self, index: &WikiIndex, format: DemoFormat) -> Option<Sample> {
         let article = index.corpus().get(&self.article)?;
+        // Each call: the tool, its one parameter and that parameter's value, its output.
         let mut calls = Vec::new();
         if self.family == Family::YearDescribed {
             let query = masked_description(article)?;
             let found = search_text(index, &query, None).ok()?;
-            calls.push(("search", json!({"query": query}), found));
+            calls.push(("search", "query", query, found));
         }
         calls.push((
             "retrieve",
-            json!({"title": self.article}),
+            "title",
+            self.article.clone(),
             article_text(article),
         ));
         let mut messages = vec![json!({"role": "user", "content": self.question})];
-        for (name, arguments, output) in calls {
+        for (name, parameter, value, output) in calls {
             let (call, tool) = match format {
-                DemoFormat::Hermes => (hermes_call(name, &arguments), name),
+                DemoFormat::Hermes => (hermes_call(name, &json!({ parameter: value })), name),
                 DemoFormat::Code => {
-                    let argument = arguments.as_object().and_then(|a| a.values().next());
-                    let literal = serde_json::to_string(argument?).expect("a string");
+                    let literal = serde_json::to_string(&value).expect("a string");
                     (
                         code_cell(&format!("print({name}({literal}))")),
                         "code_interpreter",
