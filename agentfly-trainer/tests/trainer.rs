@@ -228,6 +228,13 @@ checkpoint_every = 1
     path
 }
 
+/// Whether two paths are one file (hard links to one inode).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (a, b) = (std::fs::metadata(a).unwrap(), std::fs::metadata(b).unwrap());
+    (a.dev(), a.ino()) == (b.dev(), b.ino())
+}
+
 /// [`write_config`] with each `(from, to)` replacement made in its text.
 fn edited_config(
     dir: &Path,
@@ -371,6 +378,15 @@ fn resume_equivalence(estimator: &str, lora: bool) {
         assert!(checkpoints.join("step-000002").join(f).exists(), "{f}");
     }
     assert_eq!(checkpoints.join("step-000002/critic.json").exists(), gae);
+    // The final model is the last checkpoint's: one copy of those weights on disk.
+    assert!(same_file(
+        &out.join("model/model.safetensors"),
+        &checkpoints.join("step-000002/model/model.safetensors")
+    ));
+    assert!(!same_file(
+        &checkpoints.join("step-000001/model/model.safetensors"),
+        &checkpoints.join("step-000002/model/model.safetensors")
+    ));
     for f in [
         "adapter/adapter_model.safetensors",
         "adapter/adapter_config.json",
@@ -617,6 +633,12 @@ fn sft_warm_start_learns_the_demonstrations_once() {
         "SFT loss fell: {report:?}"
     );
     assert!(trainer.sft().unwrap().is_none(), "once per run");
+    // The checkpoint after SFT holds the SFT model's weights: the same file, not a copy.
+    assert!(same_file(
+        &sft_model.join("model.safetensors"),
+        &dir.path()
+            .join("sft/checkpoints/step-000000/model/model.safetensors")
+    ));
     drop(trainer);
     let lines = std::fs::read_to_string(dir.path().join("sft/sft_metrics.jsonl")).unwrap();
     assert_eq!(lines.lines().count(), 8);

@@ -315,7 +315,9 @@ impl Settings {
             output: OutputSection {
                 dir: "out".into(),
                 checkpoint_every: 1,
-                keep_checkpoints: 2,
+                // A smoke run checks the machinery and needs only the latest to resume:
+                // a full model's checkpoint is ~1.6 GB (weights and AdamW's moments).
+                keep_checkpoints: if self.preset == "smoke" { 1 } else { 2 },
             },
         }
     }
@@ -410,6 +412,9 @@ mod tests {
                 if preset == ["--smoke"] {
                     // The smoke run checks the machinery: the calculator's small RL steps.
                     assert_eq!((s.samples_per_step, s.chains), (2, 4), "{s:?}");
+                    assert_eq!(c.output.keep_checkpoints, 1);
+                } else {
+                    assert_eq!(c.output.keep_checkpoints, 2);
                 }
                 let back: Settings =
                     serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();

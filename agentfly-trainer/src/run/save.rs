@@ -41,20 +41,52 @@ impl Trainer {
         }
     }
 
+    /// Writes the policy's model files into `dir` (being filled): hard links to the files
+    /// of the last saved model directory when it holds these very weights and is still
+    /// there, so a run keeps one copy of each set of weights on disk (the checkpoint after
+    /// SFT shares `sft-model`'s, the final model the last checkpoint's); written afresh
+    /// otherwise, or where links cannot be made.
+    fn write_model(&self, dir: &Path) -> Result<(), crate::ModelError> {
+        let version = self.actor.version();
+        let same = self
+            .written
+            .lock()
+            .expect("the written-weights record is never poisoned")
+            .clone()
+            .filter(|(v, from)| *v == version && from.join(WEIGHTS_FILE).is_file());
+        if let Some((_, from)) = same {
+            if link_files(&from, dir).is_ok() {
+                return Ok(());
+            }
+            // A file system without hard links: the files are written below.
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        self.pretrained().save(dir)
+    }
+
+    /// Records that the model directory `dir` (committed) holds the current weights.
+    fn remember_written(&self, dir: PathBuf) {
+        *self
+            .written
+            .lock()
+            .expect("the written-weights record is never poisoned") =
+            Some((self.actor.version(), dir));
+    }
+
     /// Writes the policy in Hugging Face layout (transformers loads it), atomically.
     pub fn save_model(&self, dir: &Path) -> Result<(), TrainError> {
-        let model = self.pretrained();
         let mut failure = None;
         checkpoint::replace_dir(dir, |tmp| {
-            model
-                .save(tmp)
+            self.write_model(tmp)
                 .and_then(|()| self.write_adapter(tmp))
                 .map_err(|e| {
                     failure = Some(TrainError::Model(e));
                     std::io::Error::other("model")
                 })
         })
-        .map_err(|e| failure.take().unwrap_or_else(|| io(dir)(e)))
+        .map_err(|e| failure.take().unwrap_or_else(|| io(dir)(e)))?;
+        self.remember_written(dir.to_path_buf());
+        Ok(())
     }
 
     /// Writes a checkpoint of this step (policy, optimizer, position, the batch rolled out
@@ -68,15 +100,14 @@ impl Trainer {
             sft_done: self.sft_done,
             param_ids: checkpoint::param_ids(self.actor.decoder()),
         };
-        let model = self.pretrained();
         let mut failure = None;
         checkpoint::commit(
             &root,
             &final_dir,
             self.config.output.keep_checkpoints,
             |tmp| {
-                if let Err(e) = model
-                    .save(&tmp.join("model"))
+                if let Err(e) = self
+                    .write_model(&tmp.join("model"))
                     .and_then(|()| self.write_adapter(tmp))
                 {
                     failure = Some(TrainError::Model(e));
@@ -102,6 +133,23 @@ impl Trainer {
             },
         )
         .map_err(|e| failure.take().unwrap_or_else(|| io(&root)(e)))?;
+        self.remember_written(final_dir.join("model"));
         Ok(final_dir)
     }
+}
+
+/// The weights' file in a model directory.
+const WEIGHTS_FILE: &str = "model.safetensors";
+
+/// Hard-links every file directly in `from` into `to` (created); subdirectories (a saved
+/// model's `adapter/`) are not model files and are left out.
+fn link_files(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            std::fs::hard_link(entry.path(), to.join(entry.file_name()))?;
+        }
+    }
+    Ok(())
 }

@@ -208,6 +208,7 @@ impl Trainer {
             sft_done,
             resumed_from,
             device,
+            written: Default::default(),
         })
     }
 }

@@ -39,6 +39,9 @@ pub struct Trainer {
     pub(super) sft_done: bool,
     pub(super) resumed_from: usize,
     pub(super) device: Device,
+    /// The policy's weights as last written: their version and the model directory that
+    /// holds them. A save of the same version links those files instead of writing them.
+    pub(super) written: std::sync::Mutex<Option<(u64, std::path::PathBuf)>>,
 }
 
 /// What rolls chains out: the engine serving a copy of the policy, the tools, the

@@ -21,6 +21,9 @@ pub struct Actor {
     /// The temperature the rollouts sample at: the policy's log-probs are taken from
     /// `softmax(logits / temperature)`, the distribution the tokens were drawn from.
     pub temperature: f32,
+    /// Changes whenever the weights do (each applied update): two saves of the same
+    /// version hold the same weights.
+    version: u64,
 }
 
 impl std::fmt::Debug for Actor {
@@ -49,7 +52,14 @@ impl Actor {
             step: 0,
             total_steps,
             temperature: 1.0,
+            version: 0,
         }
+    }
+
+    /// Which weights the policy holds: changes with every applied update, so two saves that
+    /// see the same version write the same weights.
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// The policy being trained.
@@ -121,5 +131,6 @@ impl Actor {
     ) {
         let optim = optim.unwrap_or(&mut self.optim);
         self.decoder = Some(optim.step(lr, decoder, grads));
+        self.version += 1;
     }
 }
