@@ -96,6 +96,26 @@ async fn tools_are_python_functions_that_run_in_rust() {
         "{}",
         out.text
     );
+    // Uncaught, its traceback shows the cell's frames (its own function's too), none of the
+    // kernel's wrapper around the tool.
+    let out = run(
+        &toolbox,
+        &mut ctx,
+        "def twice(e):\n    return calculator(e) * 2\ntwice('1/0')",
+    )
+    .await;
+    assert!(out.is_error, "{out:?}");
+    for shown in [
+        "File \"<cell>\", line 3, in <module>",
+        "File \"<cell>\", line 2, in twice",
+        "ToolError: Error from tool `calculator`",
+    ] {
+        assert!(out.text.contains(shown), "{shown}: {}", out.text);
+    }
+    for hidden in ["call_tool", "in tool", "<string>"] {
+        assert!(!out.text.contains(hidden), "{hidden}: {}", out.text);
+    }
+    drop(ctx.take_nested_calls());
     // A wrong signature is Python's TypeError, before anything reaches Rust.
     let out = run(&toolbox, &mut ctx, "calculator()").await;
     assert!(

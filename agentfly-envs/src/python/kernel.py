@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import traceback
+import types
 
 CFG = json.loads(sys.argv[1])
 KERNEL_PID = os.getpid()
@@ -129,6 +130,8 @@ class ToolError(Exception):
 
 
 CALL_LOCK = threading.Lock()
+# The kernel's own functions run with these globals, a cell with its namespace's.
+KERNEL_GLOBALS = globals()
 
 
 def call_tool(name, args):
@@ -245,11 +248,30 @@ def read_capture(f):
     return data.decode("utf-8", errors="replace"), size
 
 
-def format_error(e):
-    tb = e.__traceback__
+def cell_traceback(tb):
+    """The traceback from the cell's first frame on, without the kernel's own frames (a
+    tool function's wrapper and `call_tool`): what the model reads names its own code."""
     while tb is not None and tb.tb_frame.f_code.co_filename != "<cell>":
         tb = tb.tb_next
-    return "".join(traceback.format_exception(type(e), e, tb))
+    kept = []
+    while tb is not None:
+        if tb.tb_frame.f_globals is not KERNEL_GLOBALS:
+            kept.append(tb)
+        tb = tb.tb_next
+    rebuilt = None
+    for t in reversed(kept):
+        rebuilt = types.TracebackType(rebuilt, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return rebuilt
+
+
+def format_error(e):
+    seen = set()
+    link = e
+    while link is not None and id(link) not in seen:  # chained exceptions too
+        seen.add(id(link))
+        link.__traceback__ = cell_traceback(link.__traceback__)
+        link = link.__cause__ or link.__context__
+    return "".join(traceback.format_exception(type(e), e, e.__traceback__))
 
 
 def value_repr(v):
