@@ -1,6 +1,8 @@
 //! Generation throughput of SmolLM2-135M in f32: prefill of 256 tokens, and batched
 //! decode at batch 1, 8 and 32 with 128 new tokens, against Hugging Face transformers
-//! (PyTorch on CPU) on the same weights and settings in the same run.
+//! (PyTorch on CPU) on the same weights and settings in the same run. Decode runs as the
+//! engine runs it, with the weights packed once (`EngineConfig::packed_decode`), and again
+//! with flex's own products (the last column).
 //!
 //! ```sh
 //! scripts/setup && cargo run --release -- fetch-model   # the transformers peer; the SmolLM2 GGUF
@@ -78,21 +80,17 @@ fn main() {
     };
     forward();
     let ours_prefill = PREFILL as f64 / best_of(runs, forward);
-    let mut ours_decode = Vec::new();
-    for batch in BATCHES {
-        let prompts: Vec<Vec<u32>> = (0..batch).map(|_| random_ids(PROMPT)).collect();
-        let run = |n: usize| {
-            let params = SamplingParams {
-                ignore_eos: true,
-                ..SamplingParams::greedy(n)
-            };
-            generate(&model, &prompts, &params, None).expect("prompts fit the context");
-        };
-        run(2);
-        let t1 = best_of(runs, || run(1));
-        let tn = best_of(runs, || run(NEW));
-        ours_decode.push((batch * (NEW - 1)) as f64 / (tn - t1));
-    }
+    // Decode as the engine runs it (weights packed once, `EngineConfig::packed_decode`),
+    // and with flex's own products for comparison.
+    let mut packed = Pretrained::load(&gguf, &device).expect("load SmolLM2");
+    packed.decoder.pack_for_decode();
+    let prompts: Vec<Vec<Vec<u32>>> = BATCHES
+        .iter()
+        .map(|&batch| (0..batch).map(|_| random_ids(PROMPT)).collect())
+        .collect();
+    let ours_decode = decode_rates(&packed, &prompts, runs);
+    eprintln!("measuring agentfly's decode with flex's products ...");
+    let unpacked_decode = decode_rates(&model, &prompts, runs);
 
     let peer = common::run_peer(
         "transformers_generate.py",
@@ -114,17 +112,18 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!(
-        "| measurement | agentfly (burn {device_name}) tok/s | share of ceiling | transformers (torch CPU) tok/s | ratio |"
+        "| measurement | agentfly (burn {device_name}) tok/s | share of ceiling | transformers (torch CPU) tok/s | ratio | agentfly, flex's products (not packed) tok/s |"
     );
-    println!("|---|---:|---:|---:|---:|");
-    let row = |name: String, ours: f64, theirs: Option<f64>| {
+    println!("|---|---:|---:|---:|---:|---:|");
+    let row = |name: String, ours: f64, theirs: Option<f64>, unpacked: Option<f64>| {
         let share = 100.0 * ours / ceiling;
+        let unpacked = unpacked.map_or("same".into(), |u| format!("{u:.1}"));
         match theirs {
             Some(t) => println!(
-                "| {name} | {ours:.1} | {share:.0}% | {t:.1} | {:.2}× |",
+                "| {name} | {ours:.1} | {share:.0}% | {t:.1} | {:.2}× | {unpacked} |",
                 ours / t
             ),
-            None => println!("| {name} | {ours:.1} | {share:.0}% | n/a | n/a |"),
+            None => println!("| {name} | {ours:.1} | {share:.0}% | n/a | n/a | {unpacked} |"),
         }
     };
     row(
@@ -132,8 +131,9 @@ fn main() {
         ours_prefill,
         peer.as_ref()
             .and_then(|p| p["prefill_tokens_per_s"].as_f64()),
+        None,
     );
-    for (batch, ours) in BATCHES.iter().zip(ours_decode) {
+    for ((batch, ours), unpacked) in BATCHES.iter().zip(ours_decode).zip(unpacked_decode) {
         let theirs = peer
             .as_ref()
             .and_then(|p| p["decode_tokens_per_s"][batch.to_string()].as_f64());
@@ -141,6 +141,7 @@ fn main() {
             format!("decode {NEW} new tokens, batch {batch}"),
             ours,
             theirs,
+            Some(unpacked),
         );
     }
     println!(
@@ -151,6 +152,27 @@ fn main() {
     if let Some(p) = &peer {
         println!("peer: torch {} with {} threads", p["torch"], p["threads"]);
     }
+}
+
+/// Decode tokens/s of `model` for each batch of `prompts`: `NEW - 1` tokens per row over
+/// the time of `NEW` minus that of one (the prefill and first token).
+fn decode_rates(model: &Pretrained, prompts: &[Vec<Vec<u32>>], runs: usize) -> Vec<f64> {
+    prompts
+        .iter()
+        .map(|batch| {
+            let run = |n: usize| {
+                let params = SamplingParams {
+                    ignore_eos: true,
+                    ..SamplingParams::greedy(n)
+                };
+                generate(model, batch, &params, None).expect("prompts fit the context");
+            };
+            run(2);
+            let t1 = best_of(runs, || run(1));
+            let tn = best_of(runs, || run(NEW));
+            (batch.len() * (NEW - 1)) as f64 / (tn - t1)
+        })
+        .collect()
 }
 
 /// FLOP/s of a `[512, 576] × [576, 1536]` product on `device`, best of `runs` rounds of 10.

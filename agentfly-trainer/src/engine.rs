@@ -46,6 +46,10 @@ pub struct EngineConfig {
     /// task to run (a weight update).
     #[serde(with = "agentfly_core::env::duration_secs")]
     pub task_timeout: Duration,
+    /// Packs the weights once for decode's small products (`model::PackedWeight`): about
+    /// twice the decode speed at 32 sequences on an AVX-512 CPU, for a second copy of the
+    /// weights in memory. Ignored where the fast kernel or the CPU backend is missing.
+    pub packed_decode: bool,
 }
 
 impl Default for EngineConfig {
@@ -57,6 +61,7 @@ impl Default for EngineConfig {
             prefix_cache_tokens: 32_768,
             request_timeout: Duration::from_secs(600),
             task_timeout: Duration::from_secs(600),
+            packed_decode: true,
         }
     }
 }
@@ -143,7 +148,10 @@ impl std::fmt::Debug for Engine {
 
 impl Engine {
     /// Moves `model` to a new thread and starts serving.
-    pub fn start(model: Pretrained, config: EngineConfig) -> Self {
+    pub fn start(mut model: Pretrained, config: EngineConfig) -> Self {
+        if config.packed_decode {
+            model.decoder.pack_for_decode();
+        }
         let (sender, receiver) = mpsc::channel();
         let stats = Arc::new(Mutex::new(EngineStats::default()));
         let max_context = model.config.max_position_embeddings;
@@ -315,8 +323,12 @@ impl Worker {
                 let model = &mut self.model;
                 // A panicking task drops its reply channel: the caller gets an error.
                 let _ = std::panic::catch_unwind(AssertUnwindSafe(move || task(model)));
-                // The weights may have changed: cached keys and values are stale.
+                // The weights may have changed: cached keys and values are stale, and so
+                // are the packed weights.
                 self.batch.clear_prefix_cache();
+                if self.config.packed_decode {
+                    self.model.decoder.pack_for_decode();
+                }
             }
         }
     }

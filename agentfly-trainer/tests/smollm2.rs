@@ -101,6 +101,39 @@ fn smollm2_logits_match_transformers_within_2e_3() {
 
 #[test]
 fn smollm2_greedy_ids_match_transformers_batched() {
+    greedy_ids_match_transformers(model());
+}
+
+/// Decode with the weights packed once (what the engine does on an AVX-512 CPU): the same
+/// greedy ids as transformers, and logits of a decode step within 1e-4 of flex's products.
+#[test]
+fn smollm2_packed_decode_matches_transformers_and_flex() {
+    let mut packed = Pretrained::load(common::smollm2_gguf(), &common::device()).unwrap();
+    packed.decoder.pack_for_decode();
+    if packed.decoder.packed_head.is_none() {
+        eprintln!("no AVX-512 here: the weights were not packed, nothing to compare");
+        return;
+    }
+    greedy_ids_match_transformers(&packed);
+    let hidden = Tensor::<3>::random(
+        [4, 1, 576],
+        burn::tensor::Distribution::Normal(0.0, 1.0),
+        &common::device(),
+    );
+    let flat = |t: Tensor<3>| t.into_data().try_to_vec::<f32>().unwrap();
+    let want = flat(model().decoder.logits(hidden.clone()));
+    let got = flat(packed.decoder.logits(hidden.clone()));
+    let mlp = |m: &Pretrained| flat(m.decoder.blocks[3].mlp.gate_up.forward(hidden.clone()));
+    for (w, g) in want
+        .iter()
+        .zip(&got)
+        .chain(mlp(model()).iter().zip(&mlp(&packed)))
+    {
+        assert!((w - g).abs() < 1e-4 * (1.0 + w.abs()), "{w} vs {g}");
+    }
+}
+
+fn greedy_ids_match_transformers(model: &Pretrained) {
     let cases = fixture("greedy.json");
     let cases = cases.as_array().unwrap();
     let prompts: Vec<Vec<u32>> = cases.iter().map(|c| ids(&c["prompt_ids"])).collect();
@@ -109,10 +142,10 @@ fn smollm2_greedy_ids_match_transformers_batched() {
         ignore_eos: true,
         ..SamplingParams::greedy(expected[0].len())
     };
-    let out = generate(model(), &prompts, &params, None).unwrap();
+    let out = generate(model, &prompts, &params, None).unwrap();
     for (i, (o, e)) in out.iter().zip(&expected).enumerate() {
         assert_eq!(&o.new_ids, e, "case {i}");
-        let text = model()
+        let text = model
             .tokenizer
             .as_ref()
             .unwrap()

@@ -3,7 +3,8 @@
 //! MLP → residual), a final RMSNorm and the output projection (tied to the embedding or
 //! not). Reference: transformers' `modeling_llama.py` / `modeling_qwen2.py`.
 
-use super::projection::Projection;
+use super::packed::{PACKED_MAX_ROWS, PackedWeight};
+use super::projection::{Projection, packed_product};
 use super::{KvCache, ModelConfig, Rope};
 use crate::error::ModelError;
 use crate::io::{HostTensor, Weights};
@@ -12,6 +13,7 @@ use burn::tensor::activation::{silu, softmax};
 use burn::tensor::module::{attention, embedding, linear};
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use std::sync::Arc;
 
 /// RMSNorm with a learned scale.
 #[derive(Module, Debug)]
@@ -83,6 +85,9 @@ pub struct Decoder {
     pub norm: RmsNorm,
     /// `[hidden, vocab]`; `None` when tied to the embedding.
     pub lm_head: Option<Param<Tensor<2>>>,
+    /// The output projection packed for decode ([`Decoder::pack_for_decode`]).
+    #[module(skip)]
+    pub packed_head: Option<Arc<PackedWeight>>,
 }
 
 /// What one forward pass needs besides the ids: where each token sits and which keys are
@@ -127,6 +132,7 @@ fn fused(
         weight: param(weight, [inp, total], device),
         bias: bias.then(|| param(HostTensor::new(vec![total], biases), [total], device)),
         lora: Vec::new(),
+        packed: None,
     })
 }
 
@@ -241,7 +247,42 @@ impl Decoder {
             blocks,
             norm: final_norm,
             lm_head,
+            packed_head: None,
         })
+    }
+
+    /// Packs every projection and the output projection for decode's small products
+    /// ([`PackedWeight`]): a serving copy's weights, held twice from then on. Does nothing
+    /// off the CPU, on a CPU without the fast kernel, or with adapters not merged; a
+    /// weight changed afterwards needs packing again.
+    pub fn pack_for_decode(&mut self) {
+        if !crate::model::packed::fast_kernel_available() || self.embed.device() != Device::flex() {
+            return;
+        }
+        let host = |t: Tensor<2>| {
+            let [a, b] = t.dims();
+            let v = t.into_data().try_to_vec::<f32>().ok()?;
+            Some((v, a, b))
+        };
+        for block in &mut self.blocks {
+            for p in [
+                &mut block.attention.qkv,
+                &mut block.attention.o,
+                &mut block.mlp.gate_up,
+                &mut block.mlp.down,
+            ] {
+                if p.lora.is_empty()
+                    && let Some((w, k, n)) = host(p.weight.val())
+                {
+                    p.packed = Some(Arc::new(PackedWeight::from_in_out(&w, k, n)));
+                }
+            }
+        }
+        self.packed_head = match &self.lm_head {
+            Some(head) => host(head.val()).map(|(w, k, n)| PackedWeight::from_in_out(&w, k, n)),
+            None => host(self.embed.val()).map(|(w, n, k)| PackedWeight::from_out_in(&w, n, k)),
+        }
+        .map(Arc::new);
     }
 
     /// The weights back on the host, in Hugging Face naming and layout.
@@ -302,6 +343,11 @@ impl Decoder {
 
     /// Logits `[batch, len, vocab]` of hidden states.
     pub fn logits(&self, hidden: Tensor<3>) -> Tensor<3> {
+        if let Some(packed) = &self.packed_head
+            && hidden.shape().num_elements() / packed.k() <= PACKED_MAX_ROWS
+        {
+            return packed_product(packed, hidden, None);
+        }
         match &self.lm_head {
             Some(head) => linear(hidden, head.val(), None),
             None => {

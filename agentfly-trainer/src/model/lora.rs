@@ -223,6 +223,7 @@ impl Decoder {
                 if !p.lora.is_empty() {
                     p.weight = Param::from_tensor(p.merged_weight());
                     p.lora.clear();
+                    p.packed = None;
                 }
             }
         }

@@ -4,6 +4,7 @@ mod cache;
 mod config;
 mod decoder;
 mod lora;
+mod packed;
 mod projection;
 mod rope;
 
@@ -13,5 +14,6 @@ pub use decoder::{Attention, Block, Decoder, ForwardInput, Mlp, RmsNorm};
 pub use lora::{
     ADAPTER_FILE, LORA_MODULES, LoraConfig, adapter_config, read_adapter, save_adapter,
 };
+pub use packed::{PACKED_MAX_ROWS, PackedWeight};
 pub use projection::{LoraPart, Projection};
 pub use rope::Rope;

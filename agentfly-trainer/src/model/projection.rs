@@ -1,9 +1,11 @@
 //! A linear projection (`[in, out]` weight, optional bias) and the low-rank adapters that
 //! may sit on parts of its output (`model::lora`).
 
+use super::packed::{PACKED_MAX_ROWS, PackedWeight};
 use burn::module::{Module, Param};
-use burn::tensor::Tensor;
 use burn::tensor::module::linear;
+use burn::tensor::{Tensor, TensorData};
+use std::sync::Arc;
 
 /// A linear projection stored `[in, out]`, with an optional bias.
 #[derive(Module, Debug)]
@@ -14,11 +16,22 @@ pub struct Projection {
     pub bias: Option<Param<Tensor<1>>>,
     /// Low-rank adapters on parts of the output (`model::lora`); empty without.
     pub lora: Vec<LoraPart>,
+    /// The weight packed for decode's small products ([`crate::model::Decoder::pack_for_decode`]);
+    /// only a serving copy without adapters has it, and it goes stale if `weight` changes.
+    #[module(skip)]
+    pub packed: Option<Arc<PackedWeight>>,
 }
 
 impl Projection {
     /// `x · weight + bias`, plus what the adapters add.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        if let Some(packed) = &self.packed
+            && self.lora.is_empty()
+            && x.shape().num_elements() / packed.k() <= PACKED_MAX_ROWS
+        {
+            let bias = self.bias.as_ref().map(|b| b.val());
+            return packed_product(packed, x, bias);
+        }
         let out = linear(
             x.clone(),
             self.weight.val(),
@@ -31,6 +44,32 @@ impl Projection {
             out + delta
         }
     }
+}
+
+/// `x · W (+ bias)` with a packed `W`, on the host: `x`'s last dimension is `W`'s input.
+pub(crate) fn packed_product<const D: usize>(
+    packed: &PackedWeight,
+    x: Tensor<D>,
+    bias: Option<Tensor<1>>,
+) -> Tensor<D> {
+    let device = x.device();
+    let mut shape = x.dims();
+    let rows = x.shape().num_elements() / packed.k();
+    let host = x
+        .into_data()
+        .try_to_vec::<f32>()
+        .expect("packed weights serve f32 inputs");
+    let mut out = packed.matmul(&host, rows);
+    if let Some(bias) = bias {
+        let bias = bias.into_data().try_to_vec::<f32>().expect("an f32 bias");
+        for row in out.chunks_mut(packed.n()) {
+            for (v, b) in row.iter_mut().zip(&bias) {
+                *v += b;
+            }
+        }
+    }
+    shape[D - 1] = packed.n();
+    Tensor::from_data(TensorData::new(out, shape), &device)
 }
 
 /// The adapter of one Hugging Face module inside a fused projection: output columns

@@ -1,0 +1,249 @@
+//! Weights packed once for decode's matrix products. A decode step multiplies a few rows
+//! (one per sequence in the batch) by every weight of the model; flex's products (gemm)
+//! repack the weight on every call, which at 32 rows costs more than the arithmetic. Here a
+//! weight is laid out once, in panels of 32 columns with each panel's `k × 32` values
+//! contiguous, and a small kernel streams each panel once for all rows: AVX-512 where the
+//! CPU has it, portable code otherwise (used by the tests; the engine packs only where
+//! AVX-512 makes it pay). Results equal flex's to rounding (the sums run in another order).
+#![allow(unsafe_code)] // SIMD intrinsics; every pointer access is bounds-checked first.
+
+use rayon::prelude::*;
+
+/// Columns per panel: two AVX-512 registers of f32.
+const NR: usize = 32;
+/// Rows per tile of the kernel (16 accumulator registers).
+const MR: usize = 8;
+
+/// The most rows a packed product serves; larger products (prefill) go to flex, whose
+/// blocking wins there.
+pub const PACKED_MAX_ROWS: usize = 64;
+
+/// A `[k, n]` weight packed for [`PackedWeight::matmul`].
+#[derive(Clone)]
+pub struct PackedWeight {
+    k: usize,
+    n: usize,
+    panels: Vec<f32>,
+}
+
+impl std::fmt::Debug for PackedWeight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PackedWeight [{}, {}]", self.k, self.n)
+    }
+}
+
+/// Whether this CPU runs the fast kernel (where packing pays).
+pub fn fast_kernel_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+impl PackedWeight {
+    /// Packs `w`, `[k, n]` row-major (a projection's `[in, out]` weight).
+    pub fn from_in_out(w: &[f32], k: usize, n: usize) -> Self {
+        assert_eq!(w.len(), k * n, "a [{k}, {n}] weight");
+        Self::pack(k, n, |row, col| w[row * n + col])
+    }
+
+    /// Packs the transpose of `w`, `[n, k]` row-major (a tied embedding `[vocab, hidden]`
+    /// as the `[hidden, vocab]` output projection).
+    pub fn from_out_in(w: &[f32], n: usize, k: usize) -> Self {
+        assert_eq!(w.len(), k * n, "a [{n}, {k}] weight");
+        Self::pack(k, n, |row, col| w[col * k + row])
+    }
+
+    fn pack(k: usize, n: usize, at: impl Fn(usize, usize) -> f32 + Sync) -> Self {
+        let mut panels = vec![0.0f32; n.div_ceil(NR) * k * NR];
+        panels
+            .par_chunks_mut(k * NR)
+            .enumerate()
+            .for_each(|(p, panel)| {
+                let cols = (n - p * NR).min(NR);
+                for row in 0..k {
+                    for j in 0..cols {
+                        panel[row * NR + j] = at(row, p * NR + j);
+                    }
+                }
+            });
+        Self { k, n, panels }
+    }
+
+    /// Input width.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Output width.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// `x · W` for `x` of `m` rows (`[m, k]` row-major): `[m, n]` row-major.
+    pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
+        self.matmul_with(x, m, fast_kernel_available())
+    }
+
+    fn matmul_with(&self, x: &[f32], m: usize, fast: bool) -> Vec<f32> {
+        let (k, n) = (self.k, self.n);
+        assert_eq!(x.len(), m * k, "a [{m}, {k}] input");
+        // Each panel's result `[m, NR]`, computed on its own, then put in place.
+        let mut by_panel = vec![0.0f32; n.div_ceil(NR) * m * NR];
+        by_panel
+            .par_chunks_mut(m * NR)
+            .with_min_len(4)
+            .enumerate()
+            .for_each(|(p, out)| {
+                let panel = &self.panels[p * k * NR..(p + 1) * k * NR];
+                for (t, rows_out) in out.chunks_mut(MR * NR).enumerate() {
+                    let rows = rows_out.len() / NR;
+                    let xs = &x[t * MR * k..(t * MR + rows) * k];
+                    tile(xs, k, rows, panel, rows_out, fast);
+                }
+            });
+        let mut out = vec![0.0f32; m * n];
+        for (p, block) in by_panel.chunks(m * NR).enumerate() {
+            let cols = (n - p * NR).min(NR);
+            for (i, row) in block.chunks(NR).enumerate() {
+                out[i * n + p * NR..i * n + p * NR + cols].copy_from_slice(&row[..cols]);
+            }
+        }
+        out
+    }
+}
+
+/// `out[i] = x[i] · panel` for the `rows` (≤ `MR`) rows of `x` (stride `k`); `out` is
+/// `[rows, NR]`.
+fn tile(x: &[f32], k: usize, rows: usize, panel: &[f32], out: &mut [f32], fast: bool) {
+    assert!(rows <= MR && x.len() == rows * k && panel.len() == k * NR);
+    assert_eq!(out.len(), rows * NR);
+    #[cfg(target_arch = "x86_64")]
+    if fast && std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512F; the lengths were checked above.
+        unsafe { tile_avx512(x, k, rows, panel, out) };
+        return;
+    }
+    let _ = fast;
+    for (i, o) in out.chunks_mut(NR).enumerate() {
+        o.fill(0.0);
+        for (kk, b) in panel.chunks(NR).enumerate() {
+            let a = x[i * k + kk];
+            for (v, w) in o.iter_mut().zip(b) {
+                *v += a * w;
+            }
+        }
+    }
+}
+
+/// [`tile`] with AVX-512: each row's 32 sums in two registers, one pass over the panel.
+///
+/// # Safety
+/// The CPU has AVX-512F; `x` holds `rows × k` values, `panel` `k × NR`, `out` `rows × NR`,
+/// `rows ≤ MR`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn tile_avx512(x: &[f32], k: usize, rows: usize, panel: &[f32], out: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+    let (xp, bp) = (x.as_ptr(), panel.as_ptr());
+    // A constant row count lets the compiler keep every accumulator in a register.
+    macro_rules! sweep {
+        ($rows:expr) => {
+            for kk in 0..k {
+                // SAFETY: kk < k, so both loads lie in the panel's k × NR values.
+                let (b0, b1) = unsafe {
+                    (
+                        _mm512_loadu_ps(bp.add(kk * NR)),
+                        _mm512_loadu_ps(bp.add(kk * NR + 16)),
+                    )
+                };
+                for (i, a) in acc.iter_mut().enumerate().take($rows) {
+                    // SAFETY: i < rows and kk < k: inside x's rows × k values.
+                    let v = _mm512_set1_ps(unsafe { *xp.add(i * k + kk) });
+                    a[0] = _mm512_fmadd_ps(v, b0, a[0]);
+                    a[1] = _mm512_fmadd_ps(v, b1, a[1]);
+                }
+            }
+        };
+    }
+    match rows {
+        MR => sweep!(MR),
+        1 => sweep!(1),
+        r => sweep!(r),
+    }
+    for (i, a) in acc.iter().enumerate().take(rows) {
+        // SAFETY: i < rows: the row's NR values lie inside out's rows × NR.
+        unsafe {
+            _mm512_storeu_ps(out.as_mut_ptr().add(i * NR), a[0]);
+            _mm512_storeu_ps(out.as_mut_ptr().add(i * NR + 16), a[1]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(len: usize, seed: u32) -> Vec<f32> {
+        (0..len)
+            .map(|i| {
+                let h = (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed);
+                (h % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn reference(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
+        let mut out = vec![0.0f64; m * n];
+        for i in 0..m {
+            for kk in 0..k {
+                for j in 0..n {
+                    out[i * n + j] += x[i * k + kk] as f64 * w[kk * n + j] as f64;
+                }
+            }
+        }
+        out.into_iter().map(|v| v as f32).collect()
+    }
+
+    #[test]
+    fn packed_products_equal_the_plain_ones_at_every_shape_edge() {
+        // Row counts around the tile height, widths around the panel width.
+        for &(m, k, n) in &[
+            (1, 5, 3),
+            (8, 64, 32),
+            (9, 33, 65),
+            (32, 576, 96),
+            (17, 7, 31),
+        ] {
+            let (x, w) = (values(m * k, 1), values(k * n, 2));
+            let want = reference(&x, &w, m, k, n);
+            let transposed: Vec<f32> = (0..n * k).map(|i| w[(i % k) * n + i / k]).collect();
+            for packed in [
+                PackedWeight::from_in_out(&w, k, n),
+                PackedWeight::from_out_in(&transposed, n, k),
+            ] {
+                assert_eq!((packed.k(), packed.n()), (k, n));
+                let mut kernels = vec![false];
+                if fast_kernel_available() {
+                    kernels.push(true);
+                } else {
+                    eprintln!("no AVX-512 here: only the portable kernel is checked");
+                }
+                for fast in kernels {
+                    let got = packed.matmul_with(&x, m, fast);
+                    for (g, e) in got.iter().zip(&want) {
+                        assert!(
+                            (g - e).abs() <= 1e-4 * (1.0 + e.abs()),
+                            "{m}x{k}x{n} {fast}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
