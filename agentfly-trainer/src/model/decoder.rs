@@ -251,6 +251,18 @@ impl Decoder {
         })
     }
 
+    /// Every block's projections (q/k/v, o, gate/up, down), in order.
+    pub(crate) fn projections_mut(&mut self) -> impl Iterator<Item = &mut Projection> {
+        self.blocks.iter_mut().flat_map(|b| {
+            [
+                &mut b.attention.qkv,
+                &mut b.attention.o,
+                &mut b.mlp.gate_up,
+                &mut b.mlp.down,
+            ]
+        })
+    }
+
     /// Packs every projection and the output projection for decode's small products
     /// ([`PackedWeight`]): a serving copy's weights, held twice from then on. Does nothing
     /// off the CPU, on a CPU without the fast kernel, or with adapters not merged; a
@@ -264,18 +276,11 @@ impl Decoder {
             let v = t.into_data().try_to_vec::<f32>().ok()?;
             Some((v, a, b))
         };
-        for block in &mut self.blocks {
-            for p in [
-                &mut block.attention.qkv,
-                &mut block.attention.o,
-                &mut block.mlp.gate_up,
-                &mut block.mlp.down,
-            ] {
-                if p.lora.is_empty()
-                    && let Some((w, k, n)) = host(p.weight.val())
-                {
-                    p.packed = Some(Arc::new(PackedWeight::from_in_out(&w, k, n)));
-                }
+        for p in self.projections_mut() {
+            if p.lora.is_empty()
+                && let Some((w, k, n)) = host(p.weight.val())
+            {
+                p.packed = Some(Arc::new(PackedWeight::from_in_out(&w, k, n)));
             }
         }
         self.packed_head = match &self.lm_head {

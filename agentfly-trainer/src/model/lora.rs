@@ -213,18 +213,11 @@ impl Decoder {
     /// computes what this one does, for generation and saving.
     pub fn merged(&self) -> Self {
         let mut plain = self.valid();
-        for block in &mut plain.blocks {
-            for p in [
-                &mut block.attention.qkv,
-                &mut block.attention.o,
-                &mut block.mlp.gate_up,
-                &mut block.mlp.down,
-            ] {
-                if !p.lora.is_empty() {
-                    p.weight = Param::from_tensor(p.merged_weight());
-                    p.lora.clear();
-                    p.packed = None;
-                }
+        for p in plain.projections_mut() {
+            if !p.lora.is_empty() {
+                p.weight = Param::from_tensor(p.merged_weight());
+                p.lora.clear();
+                p.packed = None;
             }
         }
         plain
