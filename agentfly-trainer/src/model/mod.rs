@@ -14,6 +14,6 @@ pub use decoder::{Attention, Block, Decoder, ForwardInput, Mlp, RmsNorm};
 pub use lora::{
     ADAPTER_FILE, LORA_MODULES, LoraConfig, adapter_config, read_adapter, save_adapter,
 };
-pub use packed::{PACKED_MAX_ROWS, PackedWeight};
+pub use packed::{PACKED_ROWS, PackedWeight};
 pub use projection::{LoraPart, Projection};
 pub use rope::Rope;

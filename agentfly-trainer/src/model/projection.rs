@@ -1,7 +1,7 @@
 //! A linear projection (`[in, out]` weight, optional bias) and the low-rank adapters that
 //! may sit on parts of its output (`model::lora`).
 
-use super::packed::{PACKED_MAX_ROWS, PackedWeight};
+use super::packed::{PACKED_ROWS, PackedWeight};
 use burn::module::{Module, Param};
 use burn::tensor::module::linear;
 use burn::tensor::{Tensor, TensorData};
@@ -27,7 +27,7 @@ impl Projection {
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         if let Some(packed) = &self.packed
             && self.lora.is_empty()
-            && x.shape().num_elements() / packed.k() <= PACKED_MAX_ROWS
+            && PACKED_ROWS.contains(&(x.shape().num_elements() / packed.k()))
         {
             let bias = self.bias.as_ref().map(|b| b.val());
             return packed_product(packed, x, bias);
