@@ -1,6 +1,7 @@
 //! Greedy decoding of one batch with SmolLM2-135M-Instruct, for profilers: `rows` random
 //! 64-token prompts, `new` tokens each with EOS ignored; prints decode tokens per second
-//! (the prefill's single-token run subtracted, as the generation bench does).
+//! (the prefill's single-token run subtracted, as the generation bench does). With
+//! `AGENTFLY_PACKED=1` the weights are packed first, as the engine does.
 //!
 //! `perf record -g cargo run --release -p agentfly-trainer --example decode_batch -- 32 128`
 
@@ -20,8 +21,11 @@ fn main() {
         .next()
         .unwrap_or_else(|| "models/SmolLM2-135M-Instruct.Q4_1.gguf".into());
     let device = agentfly_trainer::device::parse_device("cpu").expect("the CPU device");
-    let model = Pretrained::load(std::path::Path::new(&gguf), &device)
+    let mut model = Pretrained::load(std::path::Path::new(&gguf), &device)
         .unwrap_or_else(|e| panic!("{gguf}: {e} (run `agentfly fetch-model`)"));
+    if std::env::var("AGENTFLY_PACKED").as_deref() == Ok("1") {
+        model.decoder.pack_for_decode();
+    }
     let vocab = model.config.vocab_size as u32;
     let prompts: Vec<Vec<u32>> = (0..rows as u32)
         .map(|r| {

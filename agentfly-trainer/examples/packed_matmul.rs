@@ -39,7 +39,7 @@ fn main() {
         .collect();
     println!("| rows | flex ms/step | packed ms/step | ratio | max abs diff |");
     println!("|---:|---:|---:|---:|---:|");
-    for rows in [1usize, 8, 32] {
+    for rows in [1usize, 8, 16, 32, 48, 64] {
         let inputs: Vec<Tensor<2>> = shapes
             .iter()
             .map(|&(k, _)| Tensor::<2>::random([rows, k], Distribution::Normal(0.0, 1.0), &device))
