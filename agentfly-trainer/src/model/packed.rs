@@ -113,7 +113,14 @@ impl PackedWeight {
                     let rows = rows_out.len() / NR;
                     let xs = &x[t * MR * k..(t * MR + rows) * k];
                     let ahead = next.get(t * share..((t + 1) * share).min(next.len()));
-                    tile(xs, k, rows, panel, rows_out, ahead.unwrap_or(&[]), fast);
+                    let work = Tile {
+                        x: xs,
+                        k,
+                        rows,
+                        panel,
+                        ahead: ahead.unwrap_or(&[]),
+                    };
+                    tile(work, rows_out, fast);
                 }
             });
         let mut out = vec![0.0f32; m * n];
@@ -127,23 +134,32 @@ impl PackedWeight {
     }
 }
 
-/// `out[i] = x[i] · panel` for the `rows` (≤ `MR`) rows of `x` (stride `k`); `out` is
-/// `[rows, NR]`. The fast kernel also asks the cache for `ahead` (data needed next).
-fn tile(
-    x: &[f32],
+/// One tile's work: `rows` (≤ `MR`) rows of `x` (stride `k`) times a panel, and `ahead`,
+/// data needed next, which the fast kernel asks the cache for.
+#[derive(Clone, Copy)]
+struct Tile<'a> {
+    x: &'a [f32],
     k: usize,
     rows: usize,
-    panel: &[f32],
-    out: &mut [f32],
-    ahead: &[f32],
-    fast: bool,
-) {
+    panel: &'a [f32],
+    ahead: &'a [f32],
+}
+
+/// `out[i] = x[i] · panel` for the tile's rows; `out` is `[rows, NR]`.
+fn tile(t: Tile<'_>, out: &mut [f32], fast: bool) {
+    let Tile {
+        x,
+        k,
+        rows,
+        panel,
+        ahead,
+    } = t;
     assert!(rows <= MR && x.len() == rows * k && panel.len() == k * NR);
     assert_eq!(out.len(), rows * NR);
     #[cfg(target_arch = "x86_64")]
     if fast && std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY: the CPU has AVX-512F; the lengths were checked above.
-        unsafe { tile_avx512(x, k, rows, panel, out, ahead) };
+        unsafe { tile_avx512(t, out) };
         return;
     }
     let _ = (fast, ahead);
@@ -162,19 +178,19 @@ fn tile(
 /// and up to two cache lines of `ahead` requested (into L2) per step of `k`.
 ///
 /// # Safety
-/// The CPU has AVX-512F; `x` holds `rows × k` values, `panel` `k × NR`, `out` `rows × NR`,
-/// `rows ≤ MR`.
+/// The CPU has AVX-512F; the tile's `x` holds `rows × k` values, its `panel` `k × NR`, `out`
+/// `rows × NR`, `rows ≤ MR`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn tile_avx512(
-    x: &[f32],
-    k: usize,
-    rows: usize,
-    panel: &[f32],
-    out: &mut [f32],
-    ahead: &[f32],
-) {
+unsafe fn tile_avx512(t: Tile<'_>, out: &mut [f32]) {
     use std::arch::x86_64::*;
+    let Tile {
+        x,
+        k,
+        rows,
+        panel,
+        ahead,
+    } = t;
     let mut acc = [[_mm512_setzero_ps(); 2]; MR];
     let (xp, bp) = (x.as_ptr(), panel.as_ptr());
     // Cache lines of 16 floats.
