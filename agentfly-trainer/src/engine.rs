@@ -46,9 +46,10 @@ pub struct EngineConfig {
     /// task to run (a weight update).
     #[serde(with = "agentfly_core::env::duration_secs")]
     pub task_timeout: Duration,
-    /// Packs the weights once for decode's small products (`model::PackedWeight`): about
-    /// twice the decode speed at 32 sequences on an AVX-512 CPU, for a second copy of the
-    /// weights in memory. Ignored where the fast kernel or the CPU backend is missing.
+    /// Packs the weights once for decode's small products (`model::PackedWeight`): on an
+    /// AVX-512 CPU, 2.4× the decode speed at 8 sequences and 1.2–1.6× at 32 (BENCHMARKS.md),
+    /// for a second copy of the weights in memory. Ignored where the fast kernel or the CPU
+    /// backend is missing.
     pub packed_decode: bool,
 }
 

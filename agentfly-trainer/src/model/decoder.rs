@@ -3,7 +3,7 @@
 //! MLP → residual), a final RMSNorm and the output projection (tied to the embedding or
 //! not). Reference: transformers' `modeling_llama.py` / `modeling_qwen2.py`.
 
-use super::packed::{PACKED_ROWS, PackedWeight};
+use super::packed::PackedWeight;
 use super::projection::{Projection, packed_product};
 use super::{KvCache, ModelConfig, Rope};
 use crate::error::ModelError;
@@ -349,7 +349,7 @@ impl Decoder {
     /// Logits `[batch, len, vocab]` of hidden states.
     pub fn logits(&self, hidden: Tensor<3>) -> Tensor<3> {
         if let Some(packed) = &self.packed_head
-            && PACKED_ROWS.contains(&(hidden.shape().num_elements() / packed.k()))
+            && packed.serves(hidden.shape().num_elements())
         {
             return packed_product(packed, hidden, None);
         }

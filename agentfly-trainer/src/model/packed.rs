@@ -15,8 +15,10 @@ const NR: usize = 32;
 const MR: usize = 8;
 
 /// The row counts a packed product serves. Larger products (prefill) go to flex, whose
-/// blocking wins there; so does one row, where both stream the weight and flex's call
-/// costs less (the generation bench: batch-1 decode 45 tok/s with flex, 40 packed).
+/// blocking wins there. One row stays on flex too: both stream the weight at one row, and
+/// the measurements disagree on which is faster there (the generation bench once gave flex
+/// 45 tok/s against 40 packed at batch 1, a later A/B the reverse: this machine's noise),
+/// so decode at batch 1 keeps the path it had.
 pub const PACKED_ROWS: std::ops::RangeInclusive<usize> = 2..=64;
 
 /// A `[k, n]` weight packed for [`PackedWeight::matmul`].
@@ -83,6 +85,12 @@ impl PackedWeight {
     /// Output width.
     pub fn n(&self) -> usize {
         self.n
+    }
+
+    /// Whether a product with an input of `elements` values (rows × `k`) runs packed
+    /// ([`PACKED_ROWS`]).
+    pub fn serves(&self, elements: usize) -> bool {
+        PACKED_ROWS.contains(&(elements / self.k))
     }
 
     /// `x · W` for `x` of `m` rows (`[m, k]` row-major): `[m, n]` row-major.

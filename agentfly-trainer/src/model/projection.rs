@@ -1,7 +1,7 @@
 //! A linear projection (`[in, out]` weight, optional bias) and the low-rank adapters that
 //! may sit on parts of its output (`model::lora`).
 
-use super::packed::{PACKED_ROWS, PackedWeight};
+use super::packed::PackedWeight;
 use burn::module::{Module, Param};
 use burn::tensor::module::linear;
 use burn::tensor::{Tensor, TensorData};
@@ -27,7 +27,7 @@ impl Projection {
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         if let Some(packed) = &self.packed
             && self.lora.is_empty()
-            && PACKED_ROWS.contains(&(x.shape().num_elements() / packed.k()))
+            && packed.serves(x.shape().num_elements())
         {
             let bias = self.bias.as_ref().map(|b| b.val());
             return packed_product(packed, x, bias);
