@@ -141,6 +141,14 @@ fn smoke_pipeline_runs_end_to_end_and_resumes_after_ctrl_c() {
     let stdout = String::from_utf8_lossy(&rerun.stdout);
     assert!(stdout.contains("| after RL | "), "{stdout}");
 
+    // A finished run whose checkpoints were pruned to save disk is not trained again.
+    std::fs::remove_dir_all(out.join("out/checkpoints")).unwrap();
+    let again = calculator(&out, &[]).output().unwrap();
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{err}");
+    assert!(!err.contains("4/5 RL"), "RL ran again:\n{err}");
+    assert_eq!(lines(&out.join("out/metrics.jsonl")).len(), 2);
+
     // Other settings in the same directory are refused, naming the difference.
     let other = calculator(&out, &["--algorithm", "rloo"]).output().unwrap();
     let err = String::from_utf8_lossy(&other.stderr);

@@ -69,7 +69,11 @@ pub fn run(job: &Job) -> Result<(), JobError> {
         }
     })?;
 
-    rl(job, &mut trainer, &val)?;
+    // RL's result is the final evaluation: once that is written, the checkpoints may be
+    // gone (pruned to save disk) without RL starting over.
+    if !job.eval_path("final").exists() {
+        rl(job, &mut trainer, &val)?;
+    }
 
     eval_stage(job, "final", "5/5 policy after RL", || {
         evaluate(&trainer, &test, "after RL")

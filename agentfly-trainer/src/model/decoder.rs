@@ -3,13 +3,14 @@
 //! MLP → residual), a final RMSNorm and the output projection (tied to the embedding or
 //! not). Reference: transformers' `modeling_llama.py` / `modeling_qwen2.py`.
 
+use super::attention::causal_attention;
 use super::packed::PackedWeight;
 use super::projection::{Projection, packed_product};
 use super::{KvCache, ModelConfig, Rope};
 use crate::error::ModelError;
 use crate::io::{HostTensor, Weights};
 use burn::module::{Module, Param};
-use burn::tensor::activation::{silu, softmax};
+use burn::tensor::activation::silu;
 use burn::tensor::module::{attention, embedding, linear};
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
@@ -25,7 +26,7 @@ pub struct RmsNorm {
 }
 
 impl RmsNorm {
-    fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+    pub(super) fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         let variance = x.clone().powi_scalar(2).mean_dim(2);
         let normed = x * (variance + self.eps).sqrt().recip();
         normed * self.weight.val().unsqueeze_dims::<3>(&[0, 1])
@@ -405,20 +406,7 @@ impl Attention {
     ) -> Tensor<3> {
         let [batch, len, _] = x.dims();
         let hd = self.head_dim;
-        let (q_width, kv_width) = (self.heads * hd, self.kv_heads * hd);
-        let qkv = self.qkv.forward(x);
-        let split = |start: usize, heads: usize| {
-            let t = qkv.clone().narrow(2, start, heads * hd);
-            if len == 1 {
-                // [batch, 1, heads * d] is [batch, heads, 1, d] in memory: no copy.
-                t.reshape([batch, heads, 1, hd])
-            } else {
-                t.reshape([batch, len, heads, hd]).swap_dims(1, 2)
-            }
-        };
-        let q = rope.apply(split(0, self.heads), cos, sin);
-        let k = rope.apply(split(q_width, self.kv_heads), cos, sin);
-        let v = split(q_width + kv_width, self.kv_heads);
+        let (q, k, v) = self.project(x, rope, cos, sin);
         let (k, v, mask) = match (cache, mask) {
             // The cache's whole buffers, their unused positions masked: no copy.
             (Some(cache), Some(mask)) => {
@@ -459,114 +447,57 @@ impl Attention {
                     .reshape([batch, self.heads, len, hd])
             }
             // The plain causal pass (scoring, training).
-            None if len > 1 && keys == len => causal_attention(q, k, v, group),
+            None if len > 1 && keys == len => causal_attention(q, k, v, group, 0),
             None => attention(q, k, v, None, None, options(true)),
         };
+        self.output(out)
+    }
+
+    /// The queries `[batch, heads, len, d]`, keys and values `[batch, kv_heads, len, d]`
+    /// of `x` `[batch, len, hidden]`, rotated by `cos` and `sin`.
+    pub(super) fn project(
+        &self,
+        x: Tensor<3>,
+        rope: &Rope,
+        cos: &Tensor<4>,
+        sin: &Tensor<4>,
+    ) -> (Tensor<4>, Tensor<4>, Tensor<4>) {
+        let [batch, len, _] = x.dims();
+        let hd = self.head_dim;
+        let (q_width, kv_width) = (self.heads * hd, self.kv_heads * hd);
+        let qkv = self.qkv.forward(x);
+        let split = |start: usize, heads: usize| {
+            let t = qkv.clone().narrow(2, start, heads * hd);
+            if len == 1 {
+                // [batch, 1, heads * d] is [batch, heads, 1, d] in memory: no copy.
+                t.reshape([batch, heads, 1, hd])
+            } else {
+                t.reshape([batch, len, heads, hd]).swap_dims(1, 2)
+            }
+        };
+        let q = rope.apply(split(0, self.heads), cos, sin);
+        let k = rope.apply(split(q_width, self.kv_heads), cos, sin);
+        (q, k, split(q_width + kv_width, self.kv_heads))
+    }
+
+    /// The output projection of the heads' results `[batch, heads, len, d]`.
+    pub(super) fn output(&self, out: Tensor<4>) -> Tensor<3> {
+        let [batch, _, len, _] = out.dims();
+        let width = self.heads * self.head_dim;
         let out = if len == 1 {
-            out.reshape([batch, 1, q_width])
+            out.reshape([batch, 1, width])
         } else {
-            out.swap_dims(1, 2).reshape([batch, len, q_width])
+            out.swap_dims(1, 2).reshape([batch, len, width])
         };
         self.o.forward(out)
     }
 }
 
-/// Query rows per block of [`causal_attention`].
-const ATTENTION_BLOCK: usize = 128;
-
-/// Causal self-attention without a cache (`q` [batch, heads, len, d], `k` and `v`
-/// [batch, kv_heads, len, d]), one block of query rows at a time: block `i` attends only to
-/// the keys up to its last row, so the scores cover about half the `len × len` square
-/// instead of all of it, and only the block's own square needs the causal mask. Under
-/// autodiff, where Burn's fused attention is not available, this halves the largest
-/// tensors of a training step (scores and probabilities, kept for the backward pass) and
-/// the passes over them. The query heads that share a key/value head are stacked as
-/// query rows, so keys and values are never copied per head.
-fn causal_attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, group: usize) -> Tensor<4> {
-    let [batch, heads, len, hd] = q.dims();
-    let kv_heads = heads / group;
-    let device = q.device();
-    let q = q * (1.0 / (hd as f64).sqrt());
-    let mut outs = Vec::with_capacity(len.div_ceil(ATTENTION_BLOCK));
-    let mut start = 0;
-    while start < len {
-        let rows = ATTENTION_BLOCK.min(len - start);
-        let end = start + rows;
-        let q_block = q
-            .clone()
-            .narrow(2, start, rows)
-            .reshape([batch, kv_heads, group * rows, hd]);
-        let keys = k.clone().narrow(2, 0, end);
-        let scores = q_block.matmul(keys.swap_dims(2, 3));
-        // Row r (query start + r) may see keys 0..=start + r.
-        let bias: Vec<f32> = (0..group * rows)
-            .flat_map(|i| {
-                let r = i % rows;
-                (0..end).map(move |c| {
-                    if c > start + r {
-                        f32::NEG_INFINITY
-                    } else {
-                        0.0
-                    }
-                })
-            })
-            .collect();
-        let bias = Tensor::<2>::from_data(TensorData::new(bias, [group * rows, end]), &device)
-            .unsqueeze_dims::<4>(&[0, 1]);
-        let probs = softmax(scores + bias, 3);
-        let out = probs.matmul(v.clone().narrow(2, 0, end));
-        outs.push(out.reshape([batch, heads, rows, hd]));
-        start = end;
-    }
-    Tensor::cat(outs, 2)
-}
-
 impl Mlp {
-    fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+    pub(super) fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         let both = self.gate_up.forward(x);
         let gate = both.clone().narrow(2, 0, self.intermediate);
         let up = both.narrow(2, self.intermediate, self.intermediate);
         self.down.forward(silu(gate) * up)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use burn::tensor::Distribution;
-
-    /// Keys and values repeated per query head, for the reference attention.
-    fn repeat(t: Tensor<4>, group: usize) -> Tensor<4> {
-        let [b, kv, len, d] = t.dims();
-        t.unsqueeze_dim::<5>(2)
-            .expand([b, kv, group, len, d])
-            .reshape([b, kv * group, len, d])
-    }
-
-    #[test]
-    fn blocked_causal_attention_equals_the_masked_square() {
-        let device = Device::flex();
-        // Three blocks, the last one partial; three query heads per key/value head.
-        let (batch, kv, group, len, d) = (2, 2, 3, 2 * ATTENTION_BLOCK + 37, 16);
-        let normal = Distribution::Normal(0.0, 1.0);
-        let q = Tensor::<4>::random([batch, kv * group, len, d], normal, &device);
-        let k = Tensor::<4>::random([batch, kv, len, d], normal, &device);
-        let v = Tensor::<4>::random([batch, kv, len, d], normal, &device);
-        let options = AttentionModuleOptions {
-            scale: None,
-            softcap: None,
-            is_causal: true,
-        };
-        let want = attention(
-            q.clone(),
-            repeat(k.clone(), group),
-            repeat(v.clone(), group),
-            None,
-            None,
-            options,
-        );
-        let got = causal_attention(q, k, v, group);
-        let diff = (got - want).abs().max().into_scalar::<f32>();
-        assert!(diff < 1e-5, "largest difference {diff}");
     }
 }

@@ -1,5 +1,6 @@
 //! The decoder language model: configuration, rotary tables, KV cache and the network.
 
+mod attention;
 mod cache;
 mod config;
 mod decoder;
@@ -7,6 +8,7 @@ mod lora;
 mod packed;
 mod projection;
 mod rope;
+mod shared_prefix;
 
 pub use cache::KvCache;
 pub use config::{Family, ModelConfig};

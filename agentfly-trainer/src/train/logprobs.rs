@@ -108,7 +108,21 @@ pub fn logprobs_at(
         rope,
         None,
     );
-    let width = hidden.dims()[2];
+    logprobs_of_hidden(decoder, hidden, picks, targets, with_entropy, temperature)
+}
+
+/// What [`logprobs_at`] computes from the final hidden states `[batch, len, hidden]`
+/// already at hand (`picks` index them).
+pub fn logprobs_of_hidden(
+    decoder: &Decoder,
+    hidden: Tensor<3>,
+    picks: &[(usize, usize)],
+    targets: &[u32],
+    with_entropy: bool,
+    temperature: f32,
+) -> AtPositions {
+    let [batch, len, width] = hidden.dims();
+    let device = hidden.device();
     let index: Vec<i64> = picks.iter().map(|&(r, t)| (r * len + t) as i64).collect();
     let n = index.len();
     let chosen = hidden

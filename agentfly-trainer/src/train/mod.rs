@@ -31,7 +31,9 @@ mod value;
 pub use actor::Actor;
 pub use config::TrainSection;
 pub use critic::Critic;
-pub use logprobs::{AtPositions, Packed, logprobs_at, logprobs_from_logits, token_logprobs};
+pub use logprobs::{
+    AtPositions, Packed, logprobs_at, logprobs_from_logits, logprobs_of_hidden, token_logprobs,
+};
 pub use loss::{
     KlEstimator, LossAggregation, PolicyLoss, PolicyLossConfig, PolicyLossInput,
     aggregation_weights, policy_loss, sft_loss,
@@ -40,6 +42,6 @@ pub use optim::{OptimConfig, Schedule, clip_grad_norm, grad_norm};
 pub use ppo::policy_update;
 pub use reference::Reference;
 pub use report::StepReport;
-pub use rows::{PolicyRow, micro_batches};
+pub use rows::{PolicyRow, micro_batches, share_prefixes};
 pub use sft::sft_update;
 pub use value::{ValueHead, value_loss};

@@ -1,5 +1,8 @@
 //! The training batch's geometry: the rows to learn from, their grouping into micro-batches
-//! by a padded-token budget, and the positions a micro-batch learns from.
+//! by a padded-token budget, the prefix a micro-batch's rows share, and the positions a
+//! micro-batch learns from.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// One sequence to learn from.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -58,17 +61,73 @@ pub(crate) fn micro_batches_of(rows: &[PolicyRow], budget: usize) -> Vec<Vec<usi
     micro_batches_among(rows, &all, budget)
 }
 
-/// The micro-batches of the rows `among` (indices into `rows`).
+/// The micro-batches of the rows `among` (indices into `rows`). The tokens that all of
+/// them begin with are computed once per micro-batch ([`shared_prefix`]), so they count
+/// once against the budget.
 pub(crate) fn micro_batches_among(
     rows: &[PolicyRow],
     among: &[usize],
     budget: usize,
 ) -> Vec<Vec<usize>> {
-    let lens: Vec<usize> = among.iter().map(|&i| rows[i].tokens.len()).collect();
-    micro_batches(&lens, budget.max(1))
+    let shared = shared_prefix(rows, among);
+    let lens: Vec<usize> = among
+        .iter()
+        .map(|&i| rows[i].tokens.len() - shared)
+        .collect();
+    micro_batches(&lens, budget.saturating_sub(shared).max(1))
         .into_iter()
         .map(|group| group.into_iter().map(|k| among[k]).collect())
         .collect()
+}
+
+/// The shortest prefix worth running once for a whole micro-batch.
+const MIN_SHARED_PREFIX: usize = 16;
+
+/// Whether training and scoring share common prefixes (the default); off only to measure
+/// what sharing saves.
+static SHARE_PREFIXES: AtomicBool = AtomicBool::new(true);
+
+/// Turns the shared-prefix pass of training and scoring on (the default) or off, for the
+/// whole process: the results are the same either way (up to float rounding); only the
+/// time and memory differ. For benchmarks.
+pub fn share_prefixes(on: bool) {
+    SHARE_PREFIXES.store(on, Ordering::Relaxed);
+}
+
+/// How many leading tokens the rows `group` all begin with, up to the first position any
+/// of them learns from (so that every learned position, and at least one more token of
+/// each row, lies past it): what one pass computes once for all of them
+/// ([`crate::model::Decoder::hidden_after_prefix`]). 0 for a single row, a prefix
+/// shorter than [`MIN_SHARED_PREFIX`], rows to score at every position, or with sharing
+/// turned off.
+pub(crate) fn shared_prefix(rows: &[PolicyRow], group: &[usize]) -> usize {
+    let Some((&first, others)) = group.split_first() else {
+        return 0;
+    };
+    if others.is_empty() || !SHARE_PREFIXES.load(Ordering::Relaxed) {
+        return 0;
+    }
+    let first = &rows[first].tokens;
+    let mut shared = first.len();
+    for &i in group {
+        let row = &rows[i];
+        let common = first.iter().zip(&row.tokens).take_while(|(a, b)| a == b);
+        // The hidden state at position t predicts token t + 1.
+        let learns_from = if row.mask.is_empty() {
+            0
+        } else {
+            match row.mask.iter().position(|&m| m > 0.0) {
+                Some(j) => j.saturating_sub(1),
+                None => row.tokens.len() - 1,
+            }
+        };
+        shared = shared.min(common.count()).min(learns_from);
+    }
+    if shared >= MIN_SHARED_PREFIX {
+        shared
+    } else {
+        0
+    }
 }
 
 /// `0..n` in `parts` contiguous chunks of (nearly) equal size; fewer when `n < parts`.

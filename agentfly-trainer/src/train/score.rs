@@ -1,15 +1,17 @@
 //! Forward passes at the learned positions: with gradient inside an update, without to
 //! score a batch (old and reference log-probs, the critic's values).
 
-use super::logprobs::{AtPositions, Packed, logprobs_at};
-use super::rows::{Picks, PolicyRow, picks};
+use super::logprobs::{AtPositions, Packed, logprobs_at, logprobs_of_hidden};
+use super::rows::{Picks, PolicyRow, picks, shared_prefix};
 use super::value::ValueHead;
 use crate::model::{Decoder, Rope};
 use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
 
 /// The learned positions of one micro-batch and what `decoder` computes there at
-/// `temperature`, or `None` when the group has nothing to learn.
+/// `temperature`, or `None` when the group has nothing to learn. Rows that begin with the
+/// same tokens (a system prompt, a question) up to their first learned position run that
+/// prefix through the network once ([`Decoder::hidden_after_prefix`]).
 pub(crate) fn pass(
     decoder: &Decoder,
     rope: &Rope,
@@ -23,17 +25,37 @@ pub(crate) fn pass(
         return None;
     }
     let device = decoder.embed.val().device();
-    let seqs: Vec<&[u32]> = group.iter().map(|&i| rows[i].tokens.as_slice()).collect();
-    let packed = Packed::new(&seqs, &device);
-    let got = logprobs_at(
-        decoder,
-        rope,
-        packed.ids,
-        &found.picks,
-        &found.targets,
-        with_entropy,
-        temperature,
-    );
+    let shared = shared_prefix(rows, group);
+    let got = if shared > 0 {
+        let first = &rows[group[0]].tokens[..shared];
+        let prefix = Tensor::from_data(
+            TensorData::new(first.iter().map(|&t| i64::from(t)).collect(), [1, shared]),
+            &device,
+        );
+        let rest: Vec<&[u32]> = group.iter().map(|&i| &rows[i].tokens[shared..]).collect();
+        let hidden = decoder.hidden_after_prefix(prefix, Packed::new(&rest, &device).ids, rope);
+        let picks: Vec<(usize, usize)> =
+            found.picks.iter().map(|&(k, t)| (k, t - shared)).collect();
+        logprobs_of_hidden(
+            decoder,
+            hidden,
+            &picks,
+            &found.targets,
+            with_entropy,
+            temperature,
+        )
+    } else {
+        let seqs: Vec<&[u32]> = group.iter().map(|&i| rows[i].tokens.as_slice()).collect();
+        logprobs_at(
+            decoder,
+            rope,
+            Packed::new(&seqs, &device).ids,
+            &found.picks,
+            &found.targets,
+            with_entropy,
+            temperature,
+        )
+    };
     Some((found, got))
 }
 

@@ -1,0 +1,95 @@
+//! One RL update on real trajectories, timed: the rows of an evaluation file written by a
+//! job (`evals/final.json`: each trajectory's tokens and loss mask), the first `rows` of them
+//! with ±1 advantages, updated as a run's trainer does (GRPO's single optimizer step, the
+//! training device with its checkpointing): without sharing the rows' common prefix, with
+//! it (the default), and with it and the reference model's pass that `train.track_kl` adds.
+//! `cargo run --release -p agentfly-trainer --example rl_update_profile -- target/runs/wiki-qa-r4/code/evals/final.json 40 2`
+
+use agentfly_trainer::Pretrained;
+use agentfly_trainer::train::{
+    Actor, OptimConfig, PolicyRow, Reference, TrainSection, policy_update, share_prefixes,
+};
+use std::time::Instant;
+
+#[global_allocator]
+static ALLOC: agentfly_trainer::alloc::Allocator = agentfly_trainer::alloc::Allocator;
+
+fn main() {
+    agentfly_trainer::alloc::retain_freed_memory();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let file = args.first().expect("an evaluation file (evals/final.json)");
+    let count: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(40);
+    let runs: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(2);
+    let eval: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file).expect("read")).expect("json");
+    let rows: Vec<PolicyRow> = eval["trajectories"]
+        .as_array()
+        .expect("trajectories")
+        .iter()
+        .take(count)
+        .enumerate()
+        .map(|(i, t)| {
+            let tokens: Vec<u32> = serde_json::from_value(t["tokens"].clone()).expect("tokens");
+            let mask: Vec<f32> = serde_json::from_value(t["loss_mask"].clone()).expect("mask");
+            let advantage = if i % 2 == 0 { 1.0 } else { -1.0 };
+            PolicyRow {
+                advantages: vec![advantage; tokens.len()],
+                tokens,
+                mask,
+                ..PolicyRow::default()
+            }
+        })
+        .collect();
+    let tokens: usize = rows.iter().map(|r| r.tokens.len()).sum();
+    let learned: f32 = rows.iter().map(|r| r.mask.iter().sum::<f32>()).sum();
+    println!(
+        "{} rows, {tokens} tokens ({:.0} learned), longest {}",
+        rows.len(),
+        learned,
+        rows.iter().map(|r| r.tokens.len()).max().unwrap_or(0)
+    );
+
+    let section = TrainSection::default();
+    let device = agentfly_trainer::device::parse_device("cpu").expect("cpu");
+    let train_device =
+        agentfly_trainer::device::training(device.clone(), section.gradient_checkpointing);
+    let model = Pretrained::load(agentfly_trainer::io::smollm2::DEFAULT_MODEL, &train_device)
+        .expect("load SmolLM2");
+    let reference = Reference {
+        decoder: Pretrained::load(agentfly_trainer::io::smollm2::DEFAULT_MODEL, &device)
+            .expect("load SmolLM2")
+            .decoder,
+    };
+    let config = OptimConfig {
+        lr: 1e-6,
+        weight_decay: 0.0,
+        ..OptimConfig::default()
+    };
+    let mut actor = Actor::new(model.decoder.clone(), model.rope.clone(), config, 100);
+    for (share, with_reference) in [(false, false), (true, false), (true, true)] {
+        share_prefixes(share);
+        let section = TrainSection {
+            track_kl: with_reference,
+            ..section.clone()
+        };
+        for run in 0..runs {
+            let start = Instant::now();
+            let report = policy_update(
+                &mut actor,
+                &mut None,
+                with_reference.then_some(&reference),
+                &rows,
+                &section,
+                0,
+            );
+            let _ = actor.decoder().norm.weight.val().into_data();
+            let took = start.elapsed().as_secs_f64();
+            println!(
+                "shared prefix {share}, reference {with_reference}, run {run}: {took:.1} s, {:.0} tok/s ({} micro-batches, kl {:.2e})",
+                tokens as f64 / took,
+                report.micro_batches,
+                report.kl
+            );
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! Causal self-attention for passes without a cache (training, scoring), one block of query
+//! rows at a time, optionally after keys and values that every query row sees (a prefix
+//! shared by the batch's rows, [`super::Decoder::hidden_after_prefix`]).
+
+use burn::tensor::activation::softmax;
+use burn::tensor::{Tensor, TensorData};
+
+/// Query rows per block of [`causal_attention`].
+const ATTENTION_BLOCK: usize = 128;
+
+/// Causal self-attention without a cache: `q` `[batch, heads, len, d]`, `k` and `v`
+/// `[batch, kv_heads, prefix + len, d]`, where the first `prefix` keys are seen by every
+/// query row and query row `i` sits at key position `prefix + i`. One block of query rows
+/// at a time: block `i` attends only to the keys up to its last row, so the scores cover
+/// about half the `len × len` square instead of all of it, and only the block's own square
+/// needs the causal mask. Under autodiff, where Burn's fused attention is not available,
+/// this halves the largest tensors of a training step (scores and probabilities, kept for
+/// the backward pass) and the passes over them. The query heads that share a key/value
+/// head are stacked as query rows, so keys and values are never copied per head.
+pub(super) fn causal_attention(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    group: usize,
+    prefix: usize,
+) -> Tensor<4> {
+    let [batch, heads, len, hd] = q.dims();
+    debug_assert_eq!(k.dims()[2], prefix + len);
+    let kv_heads = heads / group;
+    let device = q.device();
+    let q = q * (1.0 / (hd as f64).sqrt());
+    let mut outs = Vec::with_capacity(len.div_ceil(ATTENTION_BLOCK));
+    let mut start = 0;
+    while start < len {
+        let rows = ATTENTION_BLOCK.min(len - start);
+        let end = start + rows;
+        let seen = prefix + end;
+        let q_block = q
+            .clone()
+            .narrow(2, start, rows)
+            .reshape([batch, kv_heads, group * rows, hd]);
+        let keys = k.clone().narrow(2, 0, seen);
+        let scores = q_block.matmul(keys.swap_dims(2, 3));
+        // Row r (query start + r) may see keys 0..=prefix + start + r.
+        let bias: Vec<f32> = (0..group * rows)
+            .flat_map(|i| {
+                let r = i % rows;
+                (0..seen).map(move |c| {
+                    if c > prefix + start + r {
+                        f32::NEG_INFINITY
+                    } else {
+                        0.0
+                    }
+                })
+            })
+            .collect();
+        let bias = Tensor::<2>::from_data(TensorData::new(bias, [group * rows, seen]), &device)
+            .unsqueeze_dims::<4>(&[0, 1]);
+        let probs = softmax(scores + bias, 3);
+        let out = probs.matmul(v.clone().narrow(2, 0, seen));
+        outs.push(out.reshape([batch, heads, rows, hd]));
+        start = end;
+    }
+    Tensor::cat(outs, 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::module::attention;
+    use burn::tensor::ops::AttentionModuleOptions;
+    use burn::tensor::{Device, Distribution};
+
+    /// Keys and values repeated per query head, for the reference attention.
+    fn repeat(t: Tensor<4>, group: usize) -> Tensor<4> {
+        let [b, kv, len, d] = t.dims();
+        t.unsqueeze_dim::<5>(2)
+            .expand([b, kv, group, len, d])
+            .reshape([b, kv * group, len, d])
+    }
+
+    /// Burn's own causal attention over the whole square.
+    fn reference(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, group: usize) -> Tensor<4> {
+        let options = AttentionModuleOptions {
+            scale: None,
+            softcap: None,
+            is_causal: true,
+        };
+        attention(q, repeat(k, group), repeat(v, group), None, None, options)
+    }
+
+    #[test]
+    fn blocked_causal_attention_equals_the_masked_square() {
+        let device = Device::flex();
+        // Three blocks, the last one partial; three query heads per key/value head.
+        let (batch, kv, group, len, d) = (2, 2, 3, 2 * ATTENTION_BLOCK + 37, 16);
+        let normal = Distribution::Normal(0.0, 1.0);
+        let q = Tensor::<4>::random([batch, kv * group, len, d], normal, &device);
+        let k = Tensor::<4>::random([batch, kv, len, d], normal, &device);
+        let v = Tensor::<4>::random([batch, kv, len, d], normal, &device);
+        let want = reference(q.clone(), k.clone(), v.clone(), group);
+        let got = causal_attention(q, k, v, group, 0);
+        let diff = (got - want).abs().max().into_scalar::<f32>();
+        assert!(diff < 1e-5, "largest difference {diff}");
+    }
+
+    #[test]
+    fn queries_after_a_prefix_equal_the_same_rows_of_the_whole_pass() {
+        let device = Device::flex();
+        let (batch, kv, group, prefix, len, d) = (2, 2, 3, 45, ATTENTION_BLOCK + 20, 16);
+        let normal = Distribution::Normal(0.0, 1.0);
+        let q = Tensor::<4>::random([batch, kv * group, prefix + len, d], normal, &device);
+        let k = Tensor::<4>::random([batch, kv, prefix + len, d], normal, &device);
+        let v = Tensor::<4>::random([batch, kv, prefix + len, d], normal, &device);
+        let want = reference(q.clone(), k.clone(), v.clone(), group).narrow(2, prefix, len);
+        let got = causal_attention(q.narrow(2, prefix, len), k, v, group, prefix);
+        let diff = (got - want).abs().max().into_scalar::<f32>();
+        assert!(diff < 1e-5, "largest difference {diff}");
+    }
+}

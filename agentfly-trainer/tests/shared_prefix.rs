@@ -1,0 +1,197 @@
+//! Rows that begin with the same tokens run that prefix through the network once
+//! (`Decoder::hidden_after_prefix`, which training and scoring use): on the tiny Qwen2
+//! fixture, its hidden states, log-probs and gradients equal the plain pass over the rows
+//! written out in full, and a policy update comes out the same with sharing on or off.
+
+mod common;
+
+use agentfly_trainer::Pretrained;
+use agentfly_trainer::model::ForwardInput;
+use agentfly_trainer::train::{
+    Actor, OptimConfig, Packed, PolicyRow, TrainSection, logprobs_at, logprobs_of_hidden,
+    policy_update, share_prefixes,
+};
+use burn::module::Param;
+use burn::optim::GradientsParams;
+use burn::tensor::{Int, Tensor, TensorData};
+
+const PREFIX: usize = 40;
+
+/// Three rows over one 40-token prefix, of different lengths (the longest past one
+/// attention block of 128 query rows after the prefix), and their learned positions, all
+/// past the prefix: `(row, position)` predicting the token after it.
+fn rows() -> (Vec<Vec<u32>>, Vec<(usize, usize)>) {
+    let prefix: Vec<u32> = (0..PREFIX as u32).map(|t| 7 + (t * 37) % 500).collect();
+    let rows: Vec<Vec<u32>> = [150usize, 23, 71]
+        .iter()
+        .enumerate()
+        .map(|(r, &len)| {
+            let mut row = prefix.clone();
+            row.extend((0..len as u32).map(|t| 3 + (t * 101 + r as u32 * 211) % 505));
+            row
+        })
+        .collect();
+    let picks = rows
+        .iter()
+        .enumerate()
+        .flat_map(|(r, row)| (PREFIX..row.len() - 1).step_by(3).map(move |t| (r, t)))
+        .collect();
+    (rows, picks)
+}
+
+fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+    t.into_data().try_to_vec::<f32>().unwrap()
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+fn ids(tokens: &[u32], device: &burn::tensor::Device) -> Tensor<2, Int> {
+    let values: Vec<i64> = tokens.iter().map(|&t| i64::from(t)).collect();
+    Tensor::from_data(TensorData::new(values, [1, tokens.len()]), device)
+}
+
+#[test]
+fn the_prefix_run_once_gives_the_hidden_states_logprobs_and_gradients_of_the_full_rows() {
+    let device = common::device().autodiff();
+    let model = Pretrained::load(common::fixtures().join("tiny-qwen2"), &device).unwrap();
+    let (rows, picks) = rows();
+    let targets: Vec<u32> = picks.iter().map(|&(r, t)| rows[r][t + 1]).collect();
+    let full: Vec<&[u32]> = rows.iter().map(Vec::as_slice).collect();
+    let rest: Vec<&[u32]> = rows.iter().map(|r| &r[PREFIX..]).collect();
+    let decoder = &model.decoder;
+
+    // Hidden states: every real position past the prefix (padding differs and is unread).
+    let packed = Packed::new(&full, &device);
+    let len = packed.len();
+    let plain = decoder.hidden(
+        ForwardInput {
+            ids: packed.ids.clone(),
+            positions: Tensor::<1, Int>::arange(0..len as i64, &device)
+                .unsqueeze_dim::<2>(0)
+                .expand([rows.len(), len]),
+            mask: None,
+        },
+        &model.rope,
+        None,
+    );
+    let shared = decoder.hidden_after_prefix(
+        ids(&rows[0][..PREFIX], &device),
+        Packed::new(&rest, &device).ids,
+        &model.rope,
+    );
+    for (r, row) in rows.iter().enumerate() {
+        let n = row.len() - PREFIX;
+        let want = values(plain.clone().narrow(0, r, 1).narrow(1, PREFIX, n));
+        let got = values(shared.clone().narrow(0, r, 1).narrow(1, 0, n));
+        let diff = max_diff(&want, &got);
+        assert!(diff < 1e-4, "row {r}: hidden states differ by {diff}");
+    }
+
+    // Log-probs and the gradients of a loss over them.
+    let want = logprobs_at(
+        decoder,
+        &model.rope,
+        packed.ids,
+        &picks,
+        &targets,
+        true,
+        0.7,
+    );
+    let moved: Vec<(usize, usize)> = picks.iter().map(|&(r, t)| (r, t - PREFIX)).collect();
+    let got = logprobs_of_hidden(decoder, shared, &moved, &targets, true, 0.7);
+    let diff = max_diff(
+        &values(want.logprobs.clone()),
+        &values(got.logprobs.clone()),
+    );
+    assert!(diff < 1e-4, "log-probs differ by {diff}");
+    let entropy = |a: &agentfly_trainer::train::AtPositions| values(a.entropy.clone().unwrap());
+    let diff = max_diff(&entropy(&want), &entropy(&got));
+    assert!(diff < 1e-4, "entropies differ by {diff}");
+    let weights: Vec<f32> = (0..picks.len()).map(|i| (i % 5) as f32 - 2.0).collect();
+    let loss = |lp: Tensor<1>| {
+        let n = weights.len();
+        (lp * Tensor::<1>::from_data(TensorData::new(weights.clone(), [n]), &device)).sum()
+    };
+    let want = GradientsParams::from_grads(loss(want.logprobs).backward(), decoder);
+    let got = GradientsParams::from_grads(loss(got.logprobs).backward(), decoder);
+    let grad =
+        |g: &GradientsParams, p: &Param<Tensor<2>>| values(g.get::<2>(p.id).expect("a gradient"));
+    let block = &decoder.blocks[0];
+    for (what, param) in [
+        ("embedding", &decoder.embed),
+        ("first layer's q/k/v", &block.attention.qkv.weight),
+        ("first layer's MLP", &block.mlp.down.weight),
+    ] {
+        let (a, b) = (grad(&want, param), grad(&got, param));
+        let scale = a.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+        let diff = max_diff(&a, &b);
+        assert!(scale > 0.0, "{what}: no gradient");
+        assert!(
+            diff < 1e-4 * scale.max(1.0),
+            "{what}: gradients differ by {diff} (largest {scale})"
+        );
+    }
+}
+
+#[test]
+fn a_policy_update_is_the_same_with_prefixes_shared_or_not() {
+    let device = common::device().autodiff();
+    let model = Pretrained::load(common::fixtures().join("tiny-qwen2"), &device).unwrap();
+    let (tokens, picks) = rows();
+    let rows: Vec<PolicyRow> = tokens
+        .into_iter()
+        .enumerate()
+        .map(|(r, tokens)| {
+            let mut mask = vec![0.0; tokens.len()];
+            for &(_, t) in picks.iter().filter(|(pr, _)| *pr == r) {
+                mask[t + 1] = 1.0;
+            }
+            let sign = if r == 1 { -1.0 } else { 1.0 };
+            PolicyRow {
+                advantages: mask.iter().map(|m| m * sign).collect(),
+                tokens,
+                mask,
+                ..PolicyRow::default()
+            }
+        })
+        .collect();
+    let optim = OptimConfig {
+        lr: 1e-3,
+        weight_decay: 0.0,
+        ..OptimConfig::default()
+    };
+    let config = TrainSection {
+        track_kl: false,
+        ..TrainSection::default()
+    };
+    // AdamW's first step moves each weight by about ±lr whatever its gradient's size, so
+    // the weights cannot tell rounding apart from a wrong gradient: the gradients are
+    // compared entry by entry above; here the update's loss, entropy and (unclipped)
+    // gradient norm.
+    let update = |share: bool| {
+        share_prefixes(share);
+        let mut actor = Actor::new(model.decoder.clone(), model.rope.clone(), optim.clone(), 10);
+        let report = policy_update(&mut actor, &mut None, None, &rows, &config, 0);
+        share_prefixes(true);
+        report
+    };
+    let plain = update(false);
+    let shared = update(true);
+    assert_eq!(plain.micro_batches, 1, "{plain:?}");
+    assert_eq!((plain.updates, shared.updates), (1, 1));
+    assert!(plain.grad_norm > 0.0, "{plain:?}");
+    assert!(
+        (plain.loss - shared.loss).abs() < 1e-5,
+        "{plain:?}\n{shared:?}"
+    );
+    assert!(
+        (plain.grad_norm - shared.grad_norm).abs() < 1e-4 * plain.grad_norm,
+        "{plain:?}\n{shared:?}"
+    );
+    assert!((plain.entropy - shared.entropy).abs() < 1e-4);
+}
