@@ -44,6 +44,24 @@ fn tools_lists_every_linked_tool_and_reward() {
 }
 
 #[test]
+fn listings_end_quietly_when_their_reader_stops_early() {
+    // `agentfly tools | head -1`: the reader is gone before the listing is written.
+    for listing in ["tools", "rewards"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agentfly"))
+            .arg(listing)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{listing}: {:?}\n{err}", out.status);
+        assert!(err.is_empty(), "{listing}: {err}");
+    }
+}
+
+#[test]
 fn tools_json_prints_the_schemas() {
     let out = agentfly(&["tools", "--json"]);
     assert!(out.status.success());

@@ -12,3 +12,15 @@ pub mod rollout;
 pub mod tasks;
 pub mod tools;
 pub mod train;
+
+use std::io::Write;
+
+/// Writes `text` to stdout. A reader that stopped early (`agentfly tools | head`) closed
+/// the pipe: that ends the listing, it is not an error.
+pub(crate) fn print_listing(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}

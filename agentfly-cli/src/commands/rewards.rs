@@ -2,6 +2,7 @@
 
 use agentfly_core::Rewards;
 use serde_json::json;
+use std::fmt::Write;
 use std::process::ExitCode;
 
 /// Options of `agentfly rewards`.
@@ -14,6 +15,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let rewards = Rewards::all()?;
+    let mut out = String::new();
     if args.json {
         let list: Vec<_> = rewards
             .rewards()
@@ -27,25 +29,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
+        super::print_listing(&out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{} rewards:", rewards.rewards().len());
+    writeln!(out, "{} rewards:", rewards.rewards().len())?;
     for reward in rewards.rewards() {
         let fields = if reward.fields.is_empty() {
             "none".to_string()
         } else {
             reward.fields.join(", ")
         };
-        println!("\n  {}", reward.name);
+        writeln!(out, "\n  {}", reward.name)?;
         for line in reward.description.lines() {
-            println!("      {line}");
+            writeln!(out, "      {line}")?;
         }
-        println!("      sample fields read: {fields}");
+        writeln!(out, "      sample fields read: {fields}")?;
         if let Some(env) = reward.env {
-            println!("      environment: {env}");
+            writeln!(out, "      environment: {env}")?;
         }
-        println!("      defined in {}", reward.origin);
+        writeln!(out, "      defined in {}", reward.origin)?;
     }
+    super::print_listing(&out)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -2,6 +2,7 @@
 
 use agentfly_core::{Rewards, ToolSpec, Toolbox};
 use serde_json::Value;
+use std::fmt::Write;
 use std::process::ExitCode;
 
 /// Options of `agentfly tools`.
@@ -14,24 +15,28 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let toolbox = Toolbox::all()?;
+    let mut out = String::new();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&toolbox.schemas())?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&toolbox.schemas())?)?;
+        super::print_listing(&out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{} tools:", toolbox.tools().len());
+    writeln!(out, "{} tools:", toolbox.tools().len())?;
     for tool in toolbox.tools() {
-        print_tool(tool);
+        print_tool(&mut out, tool)?;
     }
     let rewards = Rewards::all()?;
-    println!(
+    writeln!(
+        out,
         "\n{} rewards: {} (details: agentfly rewards)",
         rewards.names().len(),
         rewards.names().join(", ")
-    );
+    )?;
+    super::print_listing(&out)?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_tool(tool: &ToolSpec) {
+fn print_tool(out: &mut String, tool: &ToolSpec) -> std::fmt::Result {
     let mut flags = Vec::new();
     if tool.options.terminal {
         flags.push("terminal".to_string());
@@ -50,9 +55,9 @@ fn print_tool(tool: &ToolSpec) {
     } else {
         format!("  [{}]", flags.join(", "))
     };
-    println!("\n  {}{flags}", tool.name);
+    writeln!(out, "\n  {}{flags}", tool.name)?;
     for line in tool.description.lines() {
-        println!("      {line}");
+        writeln!(out, "      {line}")?;
     }
     let parameters = (tool.parameters)();
     let required: Vec<&str> = parameters["required"]
@@ -76,8 +81,8 @@ fn print_tool(tool: &ToolSpec) {
                 "optional"
             };
             let description = schema["description"].as_str().unwrap_or("");
-            println!("      - {name} ({ty}, {need}) {description}");
+            writeln!(out, "      - {name} ({ty}, {need}) {description}")?;
         }
     }
-    println!("      defined in {}", tool.origin);
+    writeln!(out, "      defined in {}", tool.origin)
 }
