@@ -53,21 +53,9 @@ fn main() {
     for _ in 0..steps {
         let t = Instant::now();
         let loss = if std::env::var_os("TRUNK_ONLY").is_some() {
-            let logits_free = decoder.hidden(
-                agentfly_trainer::model::ForwardInput {
-                    ids: packed.ids.clone(),
-                    positions: burn::tensor::Tensor::<1, burn::tensor::Int>::arange(
-                        0..seq as i64,
-                        &device,
-                    )
-                    .unsqueeze_dim::<2>(0)
-                    .expand([batch, seq]),
-                    mask: None,
-                },
-                &model.rope,
-                None,
-            );
-            logits_free.mean()
+            decoder
+                .causal_hidden(packed.ids.clone(), &model.rope)
+                .mean()
         } else {
             let (lp, _) = token_logprobs(&decoder, &model.rope, packed.ids.clone(), false);
             sft_loss(lp, weights.clone())

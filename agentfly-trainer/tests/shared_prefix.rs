@@ -6,14 +6,13 @@
 mod common;
 
 use agentfly_trainer::Pretrained;
-use agentfly_trainer::model::ForwardInput;
 use agentfly_trainer::train::{
     Actor, OptimConfig, Packed, PolicyRow, TrainSection, logprobs_at, logprobs_of_hidden,
     policy_update, share_prefixes,
 };
 use burn::module::Param;
 use burn::optim::GradientsParams;
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{Tensor, TensorData};
 
 const PREFIX: usize = 40;
 
@@ -50,11 +49,6 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
         .fold(0.0, f32::max)
 }
 
-fn ids(tokens: &[u32], device: &burn::tensor::Device) -> Tensor<2, Int> {
-    let values: Vec<i64> = tokens.iter().map(|&t| i64::from(t)).collect();
-    Tensor::from_data(TensorData::new(values, [1, tokens.len()]), device)
-}
-
 #[test]
 fn the_prefix_run_once_gives_the_hidden_states_logprobs_and_gradients_of_the_full_rows() {
     let device = common::device().autodiff();
@@ -67,20 +61,9 @@ fn the_prefix_run_once_gives_the_hidden_states_logprobs_and_gradients_of_the_ful
 
     // Hidden states: every real position past the prefix (padding differs and is unread).
     let packed = Packed::new(&full, &device);
-    let len = packed.len();
-    let plain = decoder.hidden(
-        ForwardInput {
-            ids: packed.ids.clone(),
-            positions: Tensor::<1, Int>::arange(0..len as i64, &device)
-                .unsqueeze_dim::<2>(0)
-                .expand([rows.len(), len]),
-            mask: None,
-        },
-        &model.rope,
-        None,
-    );
+    let plain = decoder.causal_hidden(packed.ids.clone(), &model.rope);
     let shared = decoder.hidden_after_prefix(
-        ids(&rows[0][..PREFIX], &device),
+        Packed::new(&[&rows[0][..PREFIX]], &device).ids,
         Packed::new(&rest, &device).ids,
         &model.rope,
     );

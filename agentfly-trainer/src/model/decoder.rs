@@ -91,6 +91,13 @@ pub struct Decoder {
     pub packed_head: Option<Arc<PackedWeight>>,
 }
 
+/// `[batch, len]` rotary positions `start..start + len` in every row.
+pub(super) fn positions(start: usize, len: usize, batch: usize, device: &Device) -> Tensor<2, Int> {
+    Tensor::<1, Int>::arange(start as i64..(start + len) as i64, device)
+        .unsqueeze_dim::<2>(0)
+        .expand([batch, len])
+}
+
 /// What one forward pass needs besides the ids: where each token sits and which keys are
 /// padding.
 #[derive(Debug, Clone)]
@@ -339,12 +346,25 @@ impl Decoder {
                 cache.as_deref_mut(),
                 l,
             );
-            x = residual + attended;
-            let residual = x.clone();
-            let normed = block.post_attention_norm.forward(x);
-            x = residual + block.mlp.forward(normed);
+            x = block.feed_forward(residual + attended);
         }
         self.norm.forward(x)
+    }
+
+    /// The final hidden states of one plain causal pass over `ids` `[batch, len]` (no
+    /// padding, no cache).
+    pub fn causal_hidden(&self, ids: Tensor<2, Int>, rope: &Rope) -> Tensor<3> {
+        let [batch, len] = ids.dims();
+        let positions = positions(0, len, batch, &ids.device());
+        self.hidden(
+            ForwardInput {
+                ids,
+                positions,
+                mask: None,
+            },
+            rope,
+            None,
+        )
     }
 
     /// Logits `[batch, len, vocab]` of hidden states.
@@ -374,21 +394,7 @@ impl Decoder {
 
     /// One plain causal forward pass over `ids` [batch, len] (no padding, no cache).
     pub fn forward(&self, ids: Tensor<2, Int>, rope: &Rope) -> Tensor<3> {
-        let [batch, len] = ids.dims();
-        let device = ids.device();
-        let positions = Tensor::<1, Int>::arange(0..len as i64, &device)
-            .unsqueeze_dim::<2>(0)
-            .expand([batch, len]);
-        let hidden = self.hidden(
-            ForwardInput {
-                ids,
-                positions,
-                mask: None,
-            },
-            rope,
-            None,
-        );
-        self.logits(hidden)
+        self.logits(self.causal_hidden(ids, rope))
     }
 }
 
@@ -493,8 +499,16 @@ impl Attention {
     }
 }
 
+impl Block {
+    /// The block's second half: `x` plus the MLP of its normed self.
+    pub(super) fn feed_forward(&self, x: Tensor<3>) -> Tensor<3> {
+        let normed = self.post_attention_norm.forward(x.clone());
+        x + self.mlp.forward(normed)
+    }
+}
+
 impl Mlp {
-    pub(super) fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+    fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         let both = self.gate_up.forward(x);
         let gate = both.clone().narrow(2, 0, self.intermediate);
         let up = both.narrow(2, self.intermediate, self.intermediate);

@@ -5,6 +5,7 @@
 //! up over the rows, as if each row had computed its own copy).
 
 use super::attention::causal_attention;
+use super::decoder::positions;
 use super::{Decoder, Rope};
 use burn::tensor::module::embedding;
 use burn::tensor::{Int, Tensor};
@@ -24,13 +25,8 @@ impl Decoder {
         let [_, shared] = prefix.dims();
         let [batch, len] = rows.dims();
         let device = rows.device();
-        let positions = |start: usize, len: usize, batch: usize| {
-            Tensor::<1, Int>::arange(start as i64..(start + len) as i64, &device)
-                .unsqueeze_dim::<2>(0)
-                .expand([batch, len])
-        };
-        let (prefix_cos, prefix_sin) = rope.tables(positions(0, shared, 1));
-        let (cos, sin) = rope.tables(positions(shared, len, batch));
+        let (prefix_cos, prefix_sin) = rope.tables(positions(0, shared, 1, &device));
+        let (cos, sin) = rope.tables(positions(shared, len, batch, &device));
         let mut prefix_x = embedding(self.embed.val(), prefix);
         let mut x = embedding(self.embed.val(), rows);
         let last = self.blocks.len().saturating_sub(1);
@@ -46,14 +42,11 @@ impl Decoder {
             };
             let k = Tensor::cat(vec![broadcast(prefix_k.clone()), k], 2);
             let v = Tensor::cat(vec![broadcast(prefix_v.clone()), v], 2);
-            x = x + a.output(causal_attention(q, k, v, group, shared));
-            x = x.clone() + block.mlp.forward(block.post_attention_norm.forward(x));
+            x = block.feed_forward(x + a.output(causal_attention(q, k, v, group, shared)));
             // The last layer's prefix has given its keys and values; nothing reads on.
             if l < last {
                 let attended = causal_attention(prefix_q, prefix_k, prefix_v, group, 0);
-                prefix_x = prefix_x + a.output(attended);
-                let normed = block.post_attention_norm.forward(prefix_x.clone());
-                prefix_x = prefix_x + block.mlp.forward(normed);
+                prefix_x = block.feed_forward(prefix_x + a.output(attended));
             }
         }
         self.norm.forward(x)

@@ -94,20 +94,7 @@ pub fn logprobs_at(
     with_entropy: bool,
     temperature: f32,
 ) -> AtPositions {
-    let [batch, len] = ids.dims();
-    let device = ids.device();
-    let positions = Tensor::<1, Int>::arange(0..len as i64, &device)
-        .unsqueeze_dim::<2>(0)
-        .expand([batch, len]);
-    let hidden = decoder.hidden(
-        crate::model::ForwardInput {
-            ids,
-            positions,
-            mask: None,
-        },
-        rope,
-        None,
-    );
+    let hidden = decoder.causal_hidden(ids, rope);
     logprobs_of_hidden(decoder, hidden, picks, targets, with_entropy, temperature)
 }
 

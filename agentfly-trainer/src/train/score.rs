@@ -27,11 +27,7 @@ pub(crate) fn pass(
     let device = decoder.embed.val().device();
     let shared = shared_prefix(rows, group);
     let got = if shared > 0 {
-        let first = &rows[group[0]].tokens[..shared];
-        let prefix = Tensor::from_data(
-            TensorData::new(first.iter().map(|&t| i64::from(t)).collect(), [1, shared]),
-            &device,
-        );
+        let prefix = Packed::new(&[&rows[group[0]].tokens[..shared]], &device).ids;
         let rest: Vec<&[u32]> = group.iter().map(|&i| &rows[i].tokens[shared..]).collect();
         let hidden = decoder.hidden_after_prefix(prefix, Packed::new(&rest, &device).ids, rope);
         let picks: Vec<(usize, usize)> =
