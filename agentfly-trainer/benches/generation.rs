@@ -62,7 +62,7 @@ fn main() {
         |n: usize| -> Vec<u32> { (0..n).map(|_| rng.random_range(100..vocab)).collect() };
 
     eprintln!("measuring the matrix-multiply rate ...");
-    let rate = matmul_flops(&device, runs);
+    let rate = common::matmul_flops(&device, runs);
     let params = parameter_count(&model);
     let ceiling = rate / (2.0 * params);
     eprintln!("measuring agentfly ({device_name}) ...");
@@ -173,20 +173,6 @@ fn decode_rates(model: &Pretrained, prompts: &[Vec<Vec<u32>>], runs: usize) -> V
             (batch.len() * (NEW - 1)) as f64 / (tn - t1)
         })
         .collect()
-}
-
-/// FLOP/s of a `[512, 576] × [576, 1536]` product on `device`, best of `runs` rounds of 10.
-fn matmul_flops(device: &burn::tensor::Device, runs: usize) -> f64 {
-    let normal = burn::tensor::Distribution::Normal(0.0, 1.0);
-    let a = Tensor::<2>::random([512, 576], normal, device);
-    let b = Tensor::<2>::random([576, 1536], normal, device);
-    let _ = a.clone().matmul(b.clone()).into_data();
-    let seconds = best_of(runs, || {
-        for _ in 0..10 {
-            let _ = a.clone().matmul(b.clone()).into_data();
-        }
-    });
-    10.0 * 2.0 * 512.0 * 576.0 * 1536.0 / seconds
 }
 
 /// The model's parameters (the tied output projection counted once).

@@ -10,7 +10,8 @@
 //!   where only the sampled turns (about a third of the tokens) learn: agentfly's own
 //!   `policy_update`; the peer does it the way Python RL trainers do on one device.
 //!
-//! Each shape runs in a child process of its own, so its peak resident memory is its own.
+//! Each shape runs in a child process of its own, so its peak resident memory is its own;
+//! the table ends with the machine's matrix-multiply rate measured in the same run.
 //!
 //! ```sh
 //! scripts/setup && cargo run --release -- fetch-model   # the transformers peer; the SmolLM2 GGUF
@@ -50,6 +51,7 @@ fn main() {
             "lm" => lm_shape(false),
             "lm-lora" => lm_shape(true),
             "rl" => rl_shape(),
+            "matmul" => json!({"flops": common::matmul_flops(&device(), RUNS)}),
             other => panic!("unknown shape {other}"),
         };
         println!("{result}");
@@ -130,6 +132,16 @@ fn main() {
             ),
         );
     }
+    // In a child too, after the shapes: the matrix-multiply rate the machine had meanwhile.
+    let out = Command::new(std::env::current_exe().expect("own path"))
+        .args(["--shape", "matmul"])
+        .output()
+        .expect("run the matmul probe");
+    let probe: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the probe's JSON");
+    println!(
+        "\nmachine: a [512, 576] × [576, 1536] product at {:.1} GFLOP/s (flex, measured after the shapes)",
+        probe["flops"].as_f64().expect("flops") / 1e9
+    );
     if let Some((_, _, Some(p))) = table.first() {
         println!("\npeer: torch {} with {} threads", p["torch"], p["threads"]);
     }

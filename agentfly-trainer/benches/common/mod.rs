@@ -7,6 +7,7 @@ use agentfly_trainer::Pretrained;
 use burn::tensor::Device;
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::Instant;
 
 pub use agentfly_testdata::{repo, smollm2_gguf};
 
@@ -47,4 +48,25 @@ pub fn run_peer(script: &str, args: &[String]) -> Option<serde_json::Value> {
         return None;
     }
     serde_json::from_slice(&out.stdout).ok()
+}
+
+/// FLOP/s of a `[512, 576] × [576, 1536]` product (the shape of the model's projections) on
+/// `device`, best of `runs` rounds of 10: the machine's matrix-multiply rate at the time of
+/// the run, printed beside the figures because this machine kind's speed drifts.
+pub fn matmul_flops(device: &Device, runs: usize) -> f64 {
+    use burn::tensor::{Distribution, Tensor};
+    let normal = Distribution::Normal(0.0, 1.0);
+    let a = Tensor::<2>::random([512, 576], normal, device);
+    let b = Tensor::<2>::random([576, 1536], normal, device);
+    let _ = a.clone().matmul(b.clone()).into_data();
+    let seconds = (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..10 {
+                let _ = a.clone().matmul(b.clone()).into_data();
+            }
+            start.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min);
+    10.0 * 2.0 * 512.0 * 576.0 * 1536.0 / seconds
 }
