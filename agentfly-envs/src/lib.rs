@@ -6,12 +6,15 @@
 //! - [`wiki`]: a local encyclopedia (Wikipedia's vital articles' summaries) and its BM25
 //!   index, shared read-only by the `search` and `retrieve` tools.
 //!
-//! Planned: a text household world and a web shop for multi-step agent tasks, and a remote
-//! bridge (HTTP / stdio) for environments hosted in Python, such as ScienceWorld.
+//! - [`RemoteEnv`]: an environment hosted by another program (a Python or Java text world
+//!   such as TextWorldExpress or ScienceWorld) over a small JSON protocol, on a child
+//!   process's stdin/stdout or over HTTP (see [`remote`]).
 
 #![warn(missing_docs)]
 
 pub mod python;
+pub mod remote;
 pub mod wiki;
 
 pub use python::{CellOutput, PythonSandbox, SandboxConfig};
+pub use remote::{Episode, RemoteConfig, RemoteEnv, RemoteError, StepResult};

@@ -25,7 +25,7 @@
 //! of that user's processes. [`PythonSandbox::isolation`] reports what applies.
 
 mod config;
-mod process;
+pub(crate) mod process;
 pub mod tools;
 
 pub use config::SandboxConfig;

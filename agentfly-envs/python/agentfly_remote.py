@@ -1,0 +1,268 @@
+"""Serve a text environment to agentfly over its remote-environment protocol.
+
+A gym-like environment becomes a server in a few lines::
+
+    from agentfly_remote import serve
+
+    class Guess:
+        def __init__(self, config):          # the `create` call's config (a dict)
+            self.high = config.get("high", 10)
+
+        def reset(self, seed=None, options=None):
+            # options: the chain's sample fields (a dict), or None
+            self.secret = (seed or 0) % self.high
+            return "Guess a number below %d." % self.high, {"valid_actions": []}
+
+        def step(self, action):
+            won = action.strip() == str(self.secret)
+            return ("You won." if won else "No."), float(won), won, False, {"score": float(won)}
+
+    if __name__ == "__main__":
+        serve(Guess)          # stdio; serve(Guess, http=8000) for HTTP
+
+``reset`` returns ``(observation, info)``; ``step`` returns gymnasium's
+``(observation, reward, terminated, truncated, info)`` or gym's older
+``(observation, reward, done, info)``. ``info["valid_actions"]`` (or a ``valid_actions()``
+method) lists the actions that make sense now, and ``info["score"]`` is the environment's
+own progress score (0..1 or its own scale), reported apart from the reward. An optional
+``close()`` frees the environment.
+
+The protocol (docs/REMOTE-ENVS.md has it in full): requests ``{"id", "method",
+"params"}`` and responses ``{"id", "result"}`` or ``{"id", "error": {"message",
+"traceback"}}``; methods ``hello``, ``create``, ``reset``, ``step``, ``health``,
+``close``. Over stdio each message is one line of JSON; over HTTP each request is a
+``POST /<method>`` whose body is the params and whose response body is the result (or the
+error, with status 400 or 500). One server holds any number of instances; each instance is
+used by one chain at a time.
+
+Over stdio the protocol owns the process's standard output: whatever the environment
+prints (and its subprocesses, a JVM for instance) goes to standard error instead.
+"""
+
+import inspect
+import itertools
+import json
+import os
+import sys
+import threading
+import traceback
+
+PROTOCOL = 1
+
+
+class ProtocolError(Exception):
+    """A request the server cannot serve (unknown method or instance, bad params)."""
+
+
+class Server:
+    """The instances of one environment class and the protocol's methods over them."""
+
+    def __init__(self, factory, name=None):
+        self.factory = factory
+        self.name = name or getattr(factory, "__name__", "env")
+        self.instances = {}
+        self.done = {}
+        self.ids = itertools.count(1)
+        self.lock = threading.Lock()
+
+    def handle(self, method, params):
+        handler = getattr(self, "m_" + str(method), None)
+        if handler is None:
+            raise ProtocolError("unknown method %r" % (method,))
+        if not isinstance(params, dict):
+            raise ProtocolError("params must be an object")
+        return handler(params)
+
+    def instance(self, params):
+        key = params.get("instance")
+        with self.lock:
+            env = self.instances.get(key)
+        if env is None:
+            raise ProtocolError("no instance %r" % (key,))
+        return key, env
+
+    def m_hello(self, params):
+        return {"protocol": PROTOCOL, "name": self.name, "pid": os.getpid()}
+
+    def m_create(self, params):
+        config = params.get("config") or {}
+        env = self.factory(config)
+        key = "%s-%d" % (self.name, next(self.ids))
+        with self.lock:
+            self.instances[key] = env
+            self.done[key] = False
+        return {"instance": key}
+
+    def m_reset(self, params):
+        key, env = self.instance(params)
+        seed = params.get("seed")
+        sample = params.get("sample")
+        reset = env.reset
+        try:
+            accepted = inspect.signature(reset).parameters
+        except (TypeError, ValueError):
+            accepted = {}
+        kwargs = {}
+        if "seed" in accepted:
+            kwargs["seed"] = seed
+        if "options" in accepted:
+            kwargs["options"] = sample
+        out = reset(**kwargs)
+        observation, info = out if isinstance(out, tuple) else (out, {})
+        self.done[key] = False
+        return self.step_result(env, observation, 0.0, False, False, info)
+
+    def m_step(self, params):
+        key, env = self.instance(params)
+        action = params.get("action")
+        if not isinstance(action, str):
+            raise ProtocolError("step needs an `action` string")
+        if self.done.get(key):
+            raise ProtocolError("the episode is over; reset first")
+        out = env.step(action)
+        if len(out) == 5:
+            observation, reward, terminated, truncated, info = out
+        elif len(out) == 4:
+            observation, reward, terminated, info = out
+            truncated = False
+        else:
+            raise ProtocolError("step must return 4 or 5 values, got %d" % len(out))
+        self.done[key] = bool(terminated or truncated)
+        return self.step_result(env, observation, reward, terminated, truncated, info)
+
+    def step_result(self, env, observation, reward, terminated, truncated, info):
+        info = dict(info or {})
+        valid = info.pop("valid_actions", None)
+        if valid is None and callable(getattr(env, "valid_actions", None)):
+            valid = env.valid_actions()
+        score = info.pop("score", None)
+        result = {
+            "observation": str(observation),
+            "reward": float(reward or 0.0),
+            "done": bool(terminated or truncated),
+            "truncated": bool(truncated),
+            "info": jsonable(info),
+        }
+        if valid is not None:
+            result["valid_actions"] = [str(a) for a in valid]
+        if score is not None:
+            result["score"] = float(score)
+        return result
+
+    def m_health(self, params):
+        with self.lock:
+            return {"ok": True, "instances": len(self.instances)}
+
+    def m_close(self, params):
+        key = params.get("instance")
+        with self.lock:
+            env = self.instances.pop(key, None)
+            self.done.pop(key, None)
+        if env is not None and callable(getattr(env, "close", None)):
+            env.close()
+        return {}
+
+
+def jsonable(value):
+    """`value` as JSON can carry it: what `json` cannot encode becomes its `repr`."""
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        if isinstance(value, dict):
+            return {str(k): jsonable(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [jsonable(v) for v in value]
+        return repr(value)
+
+
+def answer(server, request):
+    """The response to one decoded request."""
+    rid = request.get("id") if isinstance(request, dict) else None
+    try:
+        if not isinstance(request, dict):
+            raise ProtocolError("a request must be a JSON object")
+        result = server.handle(request.get("method"), request.get("params") or {})
+        return {"id": rid, "result": result}, 200
+    except ProtocolError as e:
+        return {"id": rid, "error": {"message": str(e)}}, 400
+    except Exception as e:  # the environment's own failure: reported, not fatal
+        return {
+            "id": rid,
+            "error": {"message": "%s: %s" % (type(e).__name__, e), "traceback": traceback.format_exc()},
+        }, 500
+
+
+def serve_stdio(server):
+    """Answers one request per line of stdin until it ends (the client's close)."""
+    # The protocol owns stdout: point fd 1 (and `print`) at stderr, write to a private copy.
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            request = json.loads(line)
+        except ValueError as e:
+            response = {"id": None, "error": {"message": "not JSON: %s" % e}}
+        else:
+            response, _ = answer(server, request)
+        out.write(json.dumps(response) + "\n")
+        out.flush()
+
+
+def serve_http(server, port, host="127.0.0.1"):
+    """Answers `POST /<method>` (and `GET /health`) on `host:port`, a thread per request."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b"{}"
+            try:
+                params = json.loads(body or b"{}")
+            except ValueError as e:
+                self.reply({"error": {"message": "not JSON: %s" % e}}, 400)
+                return
+            response, status = answer(server, {"method": self.path.strip("/"), "params": params})
+            self.reply(response.get("result", {"error": response.get("error")}), status)
+
+        def do_GET(self):
+            if self.path.strip("/") == "health":
+                self.reply(server.m_health({}), 200)
+            else:
+                self.reply({"error": {"message": "POST /<method>"}}, 404)
+
+        def reply(self, value, status):
+            data = json.dumps(value).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer((host, port), Handler)
+    # The port actually bound (0 asks the system for a free one), for whoever started us.
+    print("agentfly_remote: serving %s on http://%s:%d" % (server.name, host, httpd.server_port), file=sys.stderr, flush=True)
+    httpd.serve_forever()
+
+
+def serve(factory, http=None, host="127.0.0.1", name=None):
+    """Serves instances of `factory` (called with the `create` call's config) over stdio,
+    or over HTTP on port `http` when it is given (or when the command line says
+    `--http PORT`)."""
+    args = sys.argv[1:]
+    if http is None and "--http" in args:
+        http = int(args[args.index("--http") + 1])
+    server = Server(factory, name=name)
+    if http is None:
+        serve_stdio(server)
+    else:
+        serve_http(server, http, host)

@@ -1,0 +1,339 @@
+//! The two ways to reach a remote environment server: a child process spoken to over its
+//! stdin/stdout, one JSON message per line, or a server's base URL over HTTP. Both bound
+//! every call by a timeout and every answer by a size.
+
+use super::{RemoteConfig, RemoteError};
+use crate::python::process::kill_group;
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// How much of a server's standard error is kept for error messages.
+const STDERR_TAIL_BYTES: usize = 4096;
+
+/// The `agentfly_remote` module, put on the child's `PYTHONPATH`.
+const SERVER_MODULE: &str = include_str!("../../python/agentfly_remote.py");
+
+/// A connection to one server.
+pub(super) enum Link {
+    Stdio(ChildServer),
+    Http(HttpServer),
+}
+
+impl Link {
+    /// Starts the server (stdio) or checks the URL (HTTP), and says hello.
+    pub(super) async fn open(config: &RemoteConfig) -> Result<(Link, Value), RemoteError> {
+        let mut link = match (&config.url, config.command.is_empty()) {
+            (Some(url), true) => Link::Http(HttpServer::new(url, config)),
+            (None, false) => Link::Stdio(ChildServer::spawn(config)?),
+            (Some(_), false) => {
+                return Err(RemoteError::Config(
+                    "give either `command` (a server to start) or `url`, not both".into(),
+                ));
+            }
+            (None, true) => {
+                return Err(RemoteError::Config(
+                    "no server: set `command` (e.g. [\"python3\", \"world.py\"]) or `url`".into(),
+                ));
+            }
+        };
+        let hello = link.call("hello", json!({}), config.start_timeout).await?;
+        Ok((link, hello))
+    }
+
+    /// One request and its result, within `timeout`.
+    pub(super) async fn call(
+        &mut self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, RemoteError> {
+        match self {
+            Link::Stdio(link) => link.call(method, params, timeout).await,
+            Link::Http(link) => link.call(method, params, timeout).await,
+        }
+    }
+
+    /// Stops a child server (and everything it started); nothing for HTTP.
+    pub(super) fn kill(&mut self) {
+        if let Link::Stdio(link) = self {
+            link.kill();
+        }
+    }
+
+    /// The child server's process id.
+    pub(super) fn pid(&self) -> Option<u32> {
+        match self {
+            Link::Stdio(link) => link.pgid,
+            Link::Http(_) => None,
+        }
+    }
+}
+
+/// A server started as a child process, in a process group of its own.
+pub(super) struct ChildServer {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    stderr: Arc<Mutex<VecDeque<u8>>>,
+    pgid: Option<u32>,
+    next_id: u64,
+    max_bytes: u64,
+    /// A request was sent and its answer not read (the call was cancelled): the server's
+    /// state is unknown from here on.
+    pending: bool,
+    _module_dir: tempfile::TempDir,
+}
+
+impl ChildServer {
+    fn spawn(config: &RemoteConfig) -> Result<ChildServer, RemoteError> {
+        let module_dir = tempfile::Builder::new()
+            .prefix("agentfly-remote-")
+            .tempdir()
+            .map_err(|e| RemoteError::Start(format!("a directory for the server module: {e}")))?;
+        std::fs::write(module_dir.path().join("agentfly_remote.py"), SERVER_MODULE)
+            .map_err(|e| RemoteError::Start(format!("writing the server module: {e}")))?;
+        let python_path = match std::env::var_os("PYTHONPATH") {
+            Some(old) if !old.is_empty() => {
+                let mut path = module_dir.path().as_os_str().to_owned();
+                path.push(":");
+                path.push(old);
+                path
+            }
+            _ => module_dir.path().as_os_str().to_owned(),
+        };
+        let mut command = Command::new(&config.command[0]);
+        command
+            .args(&config.command[1..])
+            .env("PYTHONPATH", python_path)
+            .env("PYTHONUNBUFFERED", "1")
+            .envs(&config.env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        if let Some(dir) = &config.cwd {
+            command.current_dir(dir);
+        }
+        let mut child = command.spawn().map_err(|e| {
+            RemoteError::Start(format!("starting {:?}: {e}", config.command.join(" ")))
+        })?;
+        let pgid = child.id();
+        let stdin = child.stdin.take().expect("piped stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        let mut err_pipe = child.stderr.take().expect("piped stderr");
+        let tail = stderr.clone();
+        // Drains the server's stderr (so it never blocks on a full pipe), keeping the tail.
+        tokio::spawn(async move {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err_pipe.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+                tail.extend(&buf[..n]);
+                let excess = tail.len().saturating_sub(STDERR_TAIL_BYTES);
+                tail.drain(..excess);
+            }
+        });
+        Ok(ChildServer {
+            child,
+            stdin,
+            stdout,
+            stderr,
+            pgid,
+            next_id: 1,
+            max_bytes: config.max_message_bytes,
+            pending: false,
+            _module_dir: module_dir,
+        })
+    }
+
+    async fn call(
+        &mut self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, RemoteError> {
+        if self.pending {
+            return Err(RemoteError::Lost(
+                "an earlier call was cut off before its answer came".into(),
+            ));
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = format!(
+            "{}\n",
+            json!({"id": id, "method": method, "params": params})
+        );
+        self.pending = true;
+        let exchange = async {
+            self.stdin.write_all(line.as_bytes()).await?;
+            self.stdin.flush().await?;
+            let mut answer = Vec::new();
+            (&mut self.stdout)
+                .take(self.max_bytes)
+                .read_until(b'\n', &mut answer)
+                .await?;
+            Ok::<_, std::io::Error>(answer)
+        };
+        let answer = match tokio::time::timeout(timeout, exchange).await {
+            Err(_) => {
+                return Err(RemoteError::Timeout {
+                    method: method.to_string(),
+                    after: timeout,
+                });
+            }
+            Ok(Err(e)) => return Err(RemoteError::Lost(self.gone(&format!("{e}")).await)),
+            Ok(Ok(answer)) => answer,
+        };
+        if answer.is_empty() {
+            return Err(RemoteError::Lost(self.gone("it closed its output").await));
+        }
+        if answer.last() != Some(&b'\n') {
+            return Err(RemoteError::Lost(format!(
+                "the server sent a message over {} bytes",
+                self.max_bytes
+            )));
+        }
+        self.pending = false;
+        let message: Value = serde_json::from_slice(&answer).map_err(|e| {
+            let shown: String = String::from_utf8_lossy(&answer).chars().take(200).collect();
+            RemoteError::Lost(format!("the server's answer is not JSON ({e}): {shown:?}"))
+        })?;
+        if message.get("id").and_then(Value::as_u64) != Some(id) {
+            return Err(RemoteError::Lost(format!(
+                "the server answered request {:?}, not {id}",
+                message.get("id")
+            )));
+        }
+        result_of(method, message)
+    }
+
+    /// Why the server is gone: its exit status and the tail of its stderr.
+    async fn gone(&mut self, what: &str) -> String {
+        let status = tokio::time::timeout(Duration::from_millis(500), self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok);
+        let tail = {
+            let tail = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
+            String::from_utf8_lossy(&tail.iter().copied().collect::<Vec<u8>>()).into_owned()
+        };
+        let mut why = match status {
+            Some(status) => format!("the server exited ({status}): {what}"),
+            None => format!("the server stopped answering: {what}"),
+        };
+        let tail = tail.trim();
+        if !tail.is_empty() {
+            why.push_str("; its last output: ");
+            why.push_str(tail);
+        }
+        why
+    }
+
+    fn kill(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            kill_group(pgid);
+        }
+        let _ = self.child.start_kill();
+    }
+}
+
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A server reached over HTTP: `POST {url}/{method}` with the params as the body.
+pub(super) struct HttpServer {
+    base: String,
+    agent: ureq::Agent,
+    max_bytes: u64,
+}
+
+impl HttpServer {
+    fn new(url: &str, config: &RemoteConfig) -> HttpServer {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(config.start_timeout))
+            .build()
+            .into();
+        HttpServer {
+            base: url.trim_end_matches('/').to_string(),
+            agent,
+            max_bytes: config.max_message_bytes,
+        }
+    }
+
+    async fn call(
+        &mut self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, RemoteError> {
+        let url = format!("{}/{method}", self.base);
+        let agent = self.agent.clone();
+        let limit = self.max_bytes;
+        let body = params.to_string();
+        let request = tokio::task::spawn_blocking(move || {
+            let mut response = agent
+                .post(&url)
+                .config()
+                .timeout_global(Some(timeout))
+                .build()
+                .header("Content-Type", "application/json")
+                .send(body.as_str())?;
+            let status = response.status().as_u16();
+            let text = response
+                .body_mut()
+                .with_config()
+                .limit(limit)
+                .read_to_string()?;
+            Ok::<_, ureq::Error>((status, text))
+        });
+        let (status, text) = match request.await {
+            Err(e) => return Err(RemoteError::Lost(format!("the HTTP call failed: {e}"))),
+            Ok(Err(ureq::Error::Timeout(_))) => {
+                return Err(RemoteError::Timeout {
+                    method: method.to_string(),
+                    after: timeout,
+                });
+            }
+            Ok(Err(e)) => return Err(RemoteError::Lost(format!("{}: {e}", self.base))),
+            Ok(Ok(answer)) => answer,
+        };
+        let body: Value = serde_json::from_str(&text).map_err(|e| {
+            let shown: String = text.chars().take(200).collect();
+            RemoteError::Lost(format!("the server's answer is not JSON ({e}): {shown:?}"))
+        })?;
+        if status == 200 {
+            Ok(body)
+        } else {
+            result_of(
+                method,
+                json!({"error": body.get("error").cloned().unwrap_or(body)}),
+            )
+        }
+    }
+}
+
+/// A response's result, or the error it carries.
+fn result_of(method: &str, message: Value) -> Result<Value, RemoteError> {
+    if let Some(error) = message.get("error") {
+        let text = |key: &str| error.get(key).and_then(Value::as_str).map(str::to_string);
+        return Err(RemoteError::Server {
+            method: method.to_string(),
+            message: text("message").unwrap_or_else(|| error.to_string()),
+            traceback: text("traceback"),
+        });
+    }
+    Ok(message.get("result").cloned().unwrap_or(Value::Null))
+}
