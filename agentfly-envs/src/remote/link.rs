@@ -20,7 +20,7 @@ const SERVER_MODULE: &str = include_str!("../../python/agentfly_remote.py");
 
 /// A connection to one server.
 pub(super) enum Link {
-    Stdio(ChildServer),
+    Stdio(Box<ChildServer>),
     Http(HttpServer),
 }
 
@@ -29,7 +29,7 @@ impl Link {
     pub(super) async fn open(config: &RemoteConfig) -> Result<(Link, Value), RemoteError> {
         let mut link = match (&config.url, config.command.is_empty()) {
             (Some(url), true) => Link::Http(HttpServer::new(url, config)),
-            (None, false) => Link::Stdio(ChildServer::spawn(config)?),
+            (None, false) => Link::Stdio(Box::new(ChildServer::spawn(config)?)),
             (Some(_), false) => {
                 return Err(RemoteError::Config(
                     "give either `command` (a server to start) or `url`, not both".into(),
