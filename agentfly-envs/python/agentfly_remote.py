@@ -23,8 +23,9 @@ A gym-like environment becomes a server in a few lines::
 ``reset`` returns ``(observation, info)``; ``step`` returns gymnasium's
 ``(observation, reward, terminated, truncated, info)`` or gym's older
 ``(observation, reward, done, info)``. ``info["valid_actions"]`` (or a ``valid_actions()``
-method) lists the actions that make sense now, and ``info["score"]`` is the environment's
-own progress score (0..1 or its own scale), reported apart from the reward. An optional
+method) lists the actions that make sense now, ``info["score"]`` is the environment's
+own progress score (0..1 or its own scale), reported apart from the reward, and
+``info["success"]`` says whether the task was achieved (when the world knows). An optional
 ``close()`` frees the environment.
 
 The protocol (docs/REMOTE-ENVS.md has it in full): requests ``{"id", "method",
@@ -136,6 +137,7 @@ class Server:
         if valid is None and callable(getattr(env, "valid_actions", None)):
             valid = env.valid_actions()
         score = info.pop("score", None)
+        success = info.pop("success", None)
         result = {
             "observation": str(observation),
             "reward": float(reward or 0.0),
@@ -147,6 +149,8 @@ class Server:
             result["valid_actions"] = [str(a) for a in valid]
         if score is not None:
             result["score"] = float(score)
+        if success is not None:
+            result["success"] = bool(success)
         return result
 
     def m_health(self, params):

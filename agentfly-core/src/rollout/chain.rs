@@ -10,7 +10,7 @@ use super::format::{CallParse, ToolCallFormat};
 use super::policy::{GenerateRequest, GenerationEnd, Policy, PolicyError};
 use super::trajectory::{CallRecord, ChainEnd, Trajectory, Turn};
 use crate::chat::{ChatError, ChatTemplate, Conversation, Tokenizer};
-use crate::tool::{CallContext, Observation, Toolbox};
+use crate::tool::{CallContext, Observation, ToolErrorKind, Toolbox};
 use crate::{RewardInput, Rewards, Sample};
 use serde_json::{Value, json};
 use std::time::Instant;
@@ -263,12 +263,20 @@ impl ChainSetup<'_> {
                 return Ok(());
             }
             let tool_start = Instant::now();
-            let (records, answer) = self.call_all(parsed.calls, ctx).await;
+            let (records, stop) = self.call_all(parsed.calls, ctx).await;
             turn.tool_seconds = tool_start.elapsed().as_secs_f64();
             turn.calls = records;
-            if let Some(answer) = answer {
-                Self::end_after(trajectory, turn, answer, ChainEnd::Answered);
-                return Ok(());
+            match stop {
+                Some(Stop::Answer(answer)) => {
+                    Self::end_after(trajectory, turn, answer, ChainEnd::Answered);
+                    return Ok(());
+                }
+                Some(Stop::Lost(why)) => {
+                    Self::end_after(trajectory, turn, String::new(), ChainEnd::Error);
+                    trajectory.error = Some(why);
+                    return Ok(());
+                }
+                None => {}
             }
 
             // What the environment appends: the rest of the assistant turn as the template
@@ -310,14 +318,15 @@ impl ChainSetup<'_> {
     }
 
     /// Runs the calls of a turn; returns their records, in the order written, and, when a
-    /// terminal tool succeeded, the answer (calls written after it do not run). Calls up
+    /// terminal tool succeeded, the answer, or when a call lost the chain's environment,
+    /// why (calls written after either do not run). Calls up
     /// to a terminal one run concurrently: stateless tools each in a context of their own,
     /// stateful ones in order in the chain's context (they share its environments).
     async fn call_all(
         &self,
         calls: Vec<CallParse>,
         ctx: &mut CallContext,
-    ) -> (Vec<CallRecord>, Option<String>) {
+    ) -> (Vec<CallRecord>, Option<Stop>) {
         let mut records = Vec::with_capacity(calls.len());
         let mut rest = calls.into_iter();
         loop {
@@ -332,10 +341,10 @@ impl ChainSetup<'_> {
             if segment.is_empty() {
                 return (records, None);
             }
-            for (done, answer) in self.call_segment(segment, ctx).await {
+            for (done, stop) in self.call_segment(segment, ctx).await {
                 records.extend(done);
-                if answer.is_some() {
-                    return (records, answer);
+                if stop.is_some() {
+                    return (records, stop);
                 }
             }
         }
@@ -352,7 +361,7 @@ impl ChainSetup<'_> {
         &self,
         calls: Vec<CallParse>,
         ctx: &mut CallContext,
-    ) -> Vec<(Vec<CallRecord>, Option<String>)> {
+    ) -> Vec<(Vec<CallRecord>, Option<Stop>)> {
         let (stateful, stateless): (Vec<_>, Vec<_>) = calls
             .into_iter()
             .enumerate()
@@ -375,13 +384,13 @@ impl ChainSetup<'_> {
     }
 
     /// One call: its record, then the records of the calls it made from inside (code
-    /// calling tools), and, when it or one of those is a terminal tool's success, the
-    /// answer.
+    /// calling tools), and whether the chain stops: when it or one of those is a terminal
+    /// tool's success (the answer) or lost the chain's environment.
     async fn one_call(
         &self,
         ctx: &mut CallContext,
         call: CallParse,
-    ) -> (Vec<CallRecord>, Option<String>) {
+    ) -> (Vec<CallRecord>, Option<Stop>) {
         let start = Instant::now();
         drop(ctx.take_nested_calls());
         let (name, arguments, observation): (String, Value, Observation) = match call {
@@ -405,11 +414,11 @@ impl ChainSetup<'_> {
             ),
         };
         let seconds = start.elapsed().as_secs_f64();
-        let mut answer = terminal_answer(&arguments, &observation);
+        let mut stop = Stop::of(&arguments, &observation);
         let mut records = vec![record(name, arguments, observation, seconds, None)];
         for nested in ctx.take_nested_calls() {
-            if answer.is_none() {
-                answer = terminal_answer(&nested.arguments, &nested.observation);
+            if stop.is_none() {
+                stop = Stop::of(&nested.arguments, &nested.observation);
             }
             records.push(record(
                 nested.name,
@@ -419,17 +428,31 @@ impl ChainSetup<'_> {
                 Some(nested.via.to_string()),
             ));
         }
-        (records, answer)
+        (records, stop)
     }
 }
 
-/// The answer of a terminal tool's successful call: its `answer` argument, else its text.
-fn terminal_answer(arguments: &Value, observation: &Observation) -> Option<String> {
-    observation.terminal.then(|| match arguments.get("answer") {
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
-        None => observation.text.clone(),
-    })
+/// Why a turn's calls end the chain.
+enum Stop {
+    /// A terminal tool succeeded: its `answer` argument, else its text.
+    Answer(String),
+    /// A call lost the chain's environment: the observation's text.
+    Lost(String),
+}
+
+impl Stop {
+    fn of(arguments: &Value, observation: &Observation) -> Option<Stop> {
+        if observation.error_kind == Some(ToolErrorKind::EnvironmentLost) {
+            return Some(Stop::Lost(observation.text.clone()));
+        }
+        observation.terminal.then(|| {
+            Stop::Answer(match arguments.get("answer") {
+                Some(Value::String(s)) => s.clone(),
+                Some(other) => other.to_string(),
+                None => observation.text.clone(),
+            })
+        })
+    }
 }
 
 fn record(

@@ -56,7 +56,9 @@ pub(crate) async fn invoke(
             observation
         }
     };
-    observation.terminal = spec.options.terminal && !observation.is_error;
+    // A terminal tool's success ends the chain; so does any tool that says so itself (a
+    // text world whose episode is over).
+    observation.terminal = (spec.options.terminal || observation.terminal) && !observation.is_error;
     observation
 }
 

@@ -13,7 +13,8 @@ pub struct Observation {
     /// Why it failed, when `is_error`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_kind: Option<ToolErrorKind>,
-    /// A successful call of a terminal tool: the chain ends here.
+    /// The chain ends here: a successful call of a terminal tool, or a tool that sets it
+    /// (a text world whose episode is over).
     #[serde(default)]
     pub terminal: bool,
     /// The text was cut at the tool's `max_output_chars`.
@@ -44,6 +45,9 @@ pub enum ToolErrorKind {
     EnvironmentUnavailable,
     /// Not allowed from where it was made: a call from inside another tool over its limits.
     Refused,
+    /// The chain's environment instance crashed or stopped answering, so its state (a
+    /// world's episode) is gone: the chain ends with [`ChainEnd::Error`](crate::ChainEnd).
+    EnvironmentLost,
 }
 
 impl fmt::Display for ToolErrorKind {
@@ -58,6 +62,7 @@ impl fmt::Display for ToolErrorKind {
             ToolErrorKind::MissingEnvironment => "missing environment",
             ToolErrorKind::EnvironmentUnavailable => "environment unavailable",
             ToolErrorKind::Refused => "refused",
+            ToolErrorKind::EnvironmentLost => "environment lost",
         };
         f.write_str(text)
     }

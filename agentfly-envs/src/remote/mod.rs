@@ -140,6 +140,8 @@ pub struct StepResult {
     /// The world's own progress score, when it keeps one (ScienceWorld's 0–100, a game's
     /// points), reported apart from the reward.
     pub score: Option<f64>,
+    /// Whether the task was achieved, when the world says (usually once it is done).
+    pub success: Option<bool>,
     /// The actions that make sense now, when the world lists them.
     pub valid_actions: Option<Vec<String>>,
     /// Anything else the world reported.
@@ -155,6 +157,8 @@ pub struct Episode {
     pub total_reward: f64,
     /// The last score the world reported, if any.
     pub score: Option<f64>,
+    /// The last word of the world on success, if any.
+    pub success: Option<bool>,
     /// The episode ended (see [`StepResult::done`]).
     pub done: bool,
     /// The last answer (the reset's first, then each step's).
@@ -261,6 +265,7 @@ impl RemoteEnv {
         episode.steps += 1;
         episode.total_reward += result.reward;
         episode.score = result.score.or(episode.score);
+        episode.success = result.success.or(episode.success);
         episode.done = result.done;
         episode.last = Some(result.clone());
         Ok(result)
