@@ -18,6 +18,18 @@ const STDERR_TAIL_BYTES: usize = 4096;
 /// The `agentfly_remote` module, put on the child's `PYTHONPATH`.
 const SERVER_MODULE: &str = include_str!("../../python/agentfly_remote.py");
 
+/// The ready world servers, written beside it; `{worlds}` in a command names their folder.
+const WORLDS: [(&str, &str); 2] = [
+    (
+        "serve_textworld_express.py",
+        include_str!("../../python/worlds/serve_textworld_express.py"),
+    ),
+    (
+        "serve_scienceworld.py",
+        include_str!("../../python/worlds/serve_scienceworld.py"),
+    ),
+];
+
 /// A connection to one server.
 pub(super) enum Link {
     Stdio(Box<ChildServer>),
@@ -95,8 +107,21 @@ impl ChildServer {
             .prefix("agentfly-remote-")
             .tempdir()
             .map_err(|e| RemoteError::Start(format!("a directory for the server module: {e}")))?;
-        std::fs::write(module_dir.path().join("agentfly_remote.py"), SERVER_MODULE)
-            .map_err(|e| RemoteError::Start(format!("writing the server module: {e}")))?;
+        let written = || -> std::io::Result<()> {
+            std::fs::write(module_dir.path().join("agentfly_remote.py"), SERVER_MODULE)?;
+            std::fs::create_dir(module_dir.path().join("worlds"))?;
+            for (name, text) in WORLDS {
+                std::fs::write(module_dir.path().join("worlds").join(name), text)?;
+            }
+            Ok(())
+        };
+        written().map_err(|e| RemoteError::Start(format!("writing the server module: {e}")))?;
+        let worlds = module_dir.path().join("worlds");
+        let command: Vec<String> = config
+            .command
+            .iter()
+            .map(|part| part.replace("{worlds}", &worlds.to_string_lossy()))
+            .collect();
         let python_path = match std::env::var_os("PYTHONPATH") {
             Some(old) if !old.is_empty() => {
                 let mut path = module_dir.path().as_os_str().to_owned();
@@ -106,9 +131,9 @@ impl ChildServer {
             }
             _ => module_dir.path().as_os_str().to_owned(),
         };
-        let mut command = Command::new(&config.command[0]);
-        command
-            .args(&config.command[1..])
+        let mut child = Command::new(&command[0]);
+        child
+            .args(&command[1..])
             .env("PYTHONPATH", python_path)
             .env("PYTHONUNBUFFERED", "1")
             .envs(&config.env)
@@ -118,11 +143,11 @@ impl ChildServer {
             .process_group(0)
             .kill_on_drop(true);
         if let Some(dir) = &config.cwd {
-            command.current_dir(dir);
+            child.current_dir(dir);
         }
-        let mut child = command.spawn().map_err(|e| {
-            RemoteError::Start(format!("starting {:?}: {e}", config.command.join(" ")))
-        })?;
+        let mut child = child
+            .spawn()
+            .map_err(|e| RemoteError::Start(format!("starting {:?}: {e}", command.join(" "))))?;
         let pgid = child.id();
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));

@@ -47,7 +47,9 @@ use std::time::Duration;
 #[serde(default, deny_unknown_fields)]
 pub struct RemoteConfig {
     /// The server to start for each instance: program and arguments, e.g.
-    /// `["python3", "worlds/textworld_express.py"]`. Empty when `url` is set.
+    /// `["python3", "my_world.py"]`; `{worlds}` stands for the folder of the ready world
+    /// servers (`serve_textworld_express.py`, `serve_scienceworld.py`; see [`RemoteConfig::world`]).
+    /// Empty when `url` is set.
     pub command: Vec<String>,
     /// Or the base URL of a running server (HTTP), e.g. `http://127.0.0.1:8000`; each
     /// instance is one `create` on it.
@@ -80,6 +82,22 @@ impl Default for RemoteConfig {
             start_timeout: Duration::from_secs(60),
             call_timeout: Duration::from_secs(30),
             max_message_bytes: 1 << 20,
+        }
+    }
+}
+
+impl RemoteConfig {
+    /// One of the ready world servers — `"textworld_express"` or `"scienceworld"` (their
+    /// settings are in `agentfly-envs/python/worlds/`) — run by `python`, which must have
+    /// the world's PyPI package (`scripts/setup` makes `.venv-worlds` with both).
+    pub fn world(python: impl Into<PathBuf>, world: &str, config: Value) -> RemoteConfig {
+        RemoteConfig {
+            command: vec![
+                python.into().display().to_string(),
+                format!("{{worlds}}/serve_{world}.py"),
+            ],
+            config,
+            ..RemoteConfig::default()
         }
     }
 }

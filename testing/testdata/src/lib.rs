@@ -83,6 +83,18 @@ pub fn python() -> PathBuf {
     path
 }
 
+/// The Python with the text worlds (PyPI's `textworld-express` and `scienceworld`) that
+/// the remote-environment tests serve (`AGENTFLY_WORLDS_PYTHON` names another).
+pub fn worlds_python() -> PathBuf {
+    let path = std::env::var_os("AGENTFLY_WORLDS_PYTHON")
+        .map_or_else(|| repo().join(".venv-worlds/bin/python"), PathBuf::from);
+    require(
+        &path,
+        "it makes .venv-worlds with textworld-express and scienceworld from PyPI; or set AGENTFLY_WORLDS_PYTHON",
+    );
+    path
+}
+
 /// [`python`] when it is there: for benchmarks, which measure without their peer when it is
 /// absent (and say so).
 pub fn python_if_present() -> Option<PathBuf> {

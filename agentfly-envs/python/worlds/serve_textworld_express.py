@@ -1,0 +1,63 @@
+"""TextWorldExpress (PyPI `textworld-express`, a JVM driven through py4j) as an agentfly
+remote environment.
+
+Config (`RemoteConfig::config`): `game` (`twc` — TextWorld-Commonsense, put household
+objects where they belong — `coin`, `arithmetic`, `sorting`, `mapreader`, `simonsays`,
+`peckingorder`, `cookingworld`), `params` (the game's generation string, e.g.
+`numLocations=1,numItemsToPutAway=2,includeDoors=0`), `fold` (`train`, `dev` or `test`:
+the game's own disjoint seed ranges) and `step_limit`.
+
+Reset options (a chain's sample fields): `seed` (the game within the fold), `fold`, and
+`gold` (true: the reset's info carries `gold_actions`, the game's own solution, for
+demonstrations). The first observation is the task description, then the room.
+"""
+
+from agentfly_remote import serve
+from textworld_express import TextWorldExpressEnv
+
+
+class TextWorldExpress:
+    def __init__(self, config):
+        self.game = config.get("game", "twc")
+        self.params = config.get("params", "")
+        self.fold = config.get("fold", "train")
+        self.env = TextWorldExpressEnv(envStepLimit=int(config.get("step_limit", 50)))
+        self.env.load(self.game, self.params)
+
+    def reset(self, seed=None, options=None):
+        options = options or {}
+        seed = options.get("seed", seed)
+        gold = bool(options.get("gold", False))
+        observation, infos = self.env.reset(
+            seed=seed if seed is None else int(seed),
+            gameFold=options.get("fold", self.fold),
+            gameName=self.game,
+            gameParams=self.params,
+            generateGoldPath=gold,
+        )
+        info = self.info(infos, done=False)
+        if gold:
+            info["gold_actions"] = list(self.env.getGoldActionSequence())
+        return infos["taskDescription"] + "\n\n" + observation.strip(), info
+
+    def step(self, action):
+        observation, reward, done, infos = self.env.step(action)
+        info = self.info(infos, done)
+        truncated = bool(done and not infos["tasksuccess"] and not infos["taskfailure"] and infos["score"] < 1)
+        return observation.strip(), reward, done and not truncated, truncated, info
+
+    def info(self, infos, done):
+        return {
+            "valid_actions": sorted(infos["validActions"]),
+            "score": infos["score"],
+            "success": bool(infos["tasksuccess"] or infos["score"] >= 1),
+            "failure": bool(infos["taskfailure"]),
+            "moves": infos["numMoves"],
+        }
+
+    def close(self):
+        self.env.close()
+
+
+if __name__ == "__main__":
+    serve(TextWorldExpress)
