@@ -32,7 +32,7 @@ async fn textworld_express_commonsense_games_are_solved_by_their_gold_path() {
     let mut env = RemoteEnv::start(config)
         .await
         .expect("start TextWorldExpress");
-    let first = reset(&mut env, json!({"seed": 3, "fold": "train", "gold": true})).await;
+    let first = reset(&mut env, json!({"index": 3, "fold": "train", "gold": true})).await;
     assert!(
         first
             .observation
@@ -43,6 +43,7 @@ async fn textworld_express_commonsense_games_are_solved_by_their_gold_path() {
     let actions = first.valid_actions.clone().expect("valid actions");
     assert!(actions.iter().any(|a| a == "look around"), "{actions:?}");
     assert_eq!(first.success, Some(false));
+    assert_eq!(first.info["seed"], 3);
     let path = gold(&first);
     assert!(path.len() >= 3, "{path:?}");
     let mut last = first;
@@ -56,17 +57,18 @@ async fn textworld_express_commonsense_games_are_solved_by_their_gold_path() {
 
     // An action the game does not know is its own text, not a failure; and the same seed
     // gives the same game again.
-    let again = reset(&mut env, json!({"seed": 3, "fold": "train"})).await;
+    let again = reset(&mut env, json!({"index": 3, "fold": "train"})).await;
     assert_eq!(again.observation, env_first_observation(&mut env).await);
     let odd = env.step("fly to the moon").await.expect("step");
     assert!(!odd.done);
     // Another fold is another game: the held-out split is the game's own.
-    let test = reset(&mut env, json!({"seed": 3, "fold": "test"})).await;
+    let test = reset(&mut env, json!({"index": 3, "fold": "test"})).await;
+    assert_eq!(test.info["seed"], 20003);
     assert_ne!(test.observation, again.observation);
 }
 
 async fn env_first_observation(env: &mut RemoteEnv) -> String {
-    reset(env, json!({"seed": 3, "fold": "train"}))
+    reset(env, json!({"index": 3, "fold": "train"}))
         .await
         .observation
 }

@@ -7,9 +7,12 @@ objects where they belong — `coin`, `arithmetic`, `sorting`, `mapreader`, `sim
 `numLocations=1,numItemsToPutAway=2,includeDoors=0`), `fold` (`train`, `dev` or `test`:
 the game's own disjoint seed ranges) and `step_limit`.
 
-Reset options (a chain's sample fields): `seed` (the game within the fold), `fold`, and
-`gold` (true: the reset's info carries `gold_actions`, the game's own solution, for
-demonstrations). The first observation is the task description, then the room.
+Reset options (a chain's sample fields): `fold`, `index` (the game: an index into the
+fold's own seeds — train 0-999, dev 10000-10999, test 20000-20999 — so folds never share a
+game), or `seed` (a raw seed; the reset's seed when neither is given), and `gold` (true:
+the reset's info carries `gold_actions`, the game's own solution, for demonstrations).
+The first observation is the task description, then the room; the info's `seed` is the
+game's seed.
 """
 
 from agentfly_remote import serve
@@ -23,19 +26,29 @@ class TextWorldExpress:
         self.fold = config.get("fold", "train")
         self.env = TextWorldExpressEnv(envStepLimit=int(config.get("step_limit", 50)))
         self.env.load(self.game, self.params)
+        self.seeds = {
+            "train": list(self.env.getValidSeedsTrain()),
+            "dev": list(self.env.getValidSeedsDev()),
+            "test": list(self.env.getValidSeedsTest()),
+        }
 
     def reset(self, seed=None, options=None):
         options = options or {}
+        fold = options.get("fold", self.fold)
         seed = options.get("seed", seed)
+        if options.get("index") is not None:
+            seeds = self.seeds[fold]
+            seed = seeds[int(options["index"]) % len(seeds)]
         gold = bool(options.get("gold", False))
         observation, infos = self.env.reset(
             seed=seed if seed is None else int(seed),
-            gameFold=options.get("fold", self.fold),
+            gameFold=fold,
             gameName=self.game,
             gameParams=self.params,
             generateGoldPath=gold,
         )
         info = self.info(infos, done=False)
+        info["seed"] = seed
         if gold:
             info["gold_actions"] = list(self.env.getGoldActionSequence())
         return infos["taskDescription"] + "\n\n" + observation.strip(), info

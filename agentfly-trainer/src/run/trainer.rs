@@ -74,6 +74,13 @@ impl Trainer {
         &self.config
     }
 
+    /// The pools the chains lease their environments from. A pool whose environment
+    /// needs a configuration of its own (a remote world's server) is inserted here before
+    /// training or evaluating; any other is made with its config's default on first use.
+    pub fn env_pools(&self) -> &EnvPools {
+        &self.chains.pools
+    }
+
     /// Steps done.
     pub fn step(&self) -> usize {
         self.step
