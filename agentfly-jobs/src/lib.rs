@@ -20,6 +20,7 @@ pub mod evaluation;
 pub mod job;
 pub mod report;
 pub mod run_dir;
+pub mod textworld;
 pub mod wiki_qa;
 
 pub use error::JobError;

@@ -20,6 +20,8 @@ use crate::run_dir::to_json;
 use crate::run_dir::{RunDir, read_json, read_jsonl};
 use agentfly_core::Sample;
 use agentfly_core::data::read_jsonl as read_samples;
+use agentfly_core::env::{EnvPool, PoolConfig};
+use agentfly_envs::RemoteEnv;
 use agentfly_trainer::io::smollm2;
 use agentfly_trainer::run::{
     EvalReport, SFT_MODEL, SftReport, StepMetrics, Trainer, TrainerConfig,
@@ -78,6 +80,7 @@ impl Job {
         let settings = match task {
             Task::Calculator => Settings::from_args(args, model),
             Task::WikiQa(format) => Settings::wiki_qa(args, model, format),
+            Task::TextWorld => Settings::textworld(args, model),
         };
         task.prepare_process()?;
         let run = RunDir::open(&dir, &settings, args.restart)?;
@@ -94,6 +97,31 @@ impl Job {
                 .trainer_toml(&job.settings.model, Path::new(""), true),
         )?;
         Ok(job)
+    }
+
+    /// A trainer for `config`, from `model` when given (else the configuration's model or
+    /// the run's checkpoint), with the pools of the task's own environments: for the text
+    /// world, a game server per chain running at once.
+    pub fn trainer(
+        &self,
+        config: TrainerConfig,
+        model: Option<&Path>,
+    ) -> Result<Trainer, JobError> {
+        let capacity = config.rollout.env_capacity.max(1);
+        let trainer = match model {
+            Some(model) => Trainer::with_model(config, model)?,
+            None => Trainer::new(config)?,
+        };
+        if self.settings.task == Task::TextWorld {
+            trainer.env_pools().insert(EnvPool::<RemoteEnv>::new(
+                crate::textworld::world()?,
+                PoolConfig {
+                    capacity,
+                    ..PoolConfig::default()
+                },
+            ));
+        }
+        Ok(trainer)
     }
 
     /// A path in the run directory.
@@ -124,7 +152,7 @@ impl Job {
             &config_path,
             &settings.trainer_toml(&sft_model, &from_run, false),
         )?;
-        let mut trainer = Trainer::new(TrainerConfig::load(&config_path)?)?;
+        let mut trainer = self.trainer(TrainerConfig::load(&config_path)?, None)?;
         trainer.train()?;
         let report = trainer.evaluate(&self.split("test")?)?;
         crate::run_dir::write(&done, &to_json(&report)?)?;

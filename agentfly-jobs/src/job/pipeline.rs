@@ -27,16 +27,18 @@ pub fn run(job: &Job) -> Result<(), JobError> {
         s.steps
     );
 
-    eval_stage(job, "no_tools", "1/5 initial policy without tools", || {
-        let trainer = Trainer::with_model(no_tool_config(&config, s.task), &s.model)?;
-        evaluate(&trainer, &test, "no tools")
-    })?;
+    if s.task.has_closed_book() {
+        eval_stage(job, "no_tools", "1/5 initial policy without tools", || {
+            let trainer = job.trainer(no_tool_config(&config, s.task), Some(&s.model))?;
+            evaluate(&trainer, &test, "no tools")
+        })?;
+    }
     eval_stage(job, "initial", "2/5 initial policy with its tools", || {
-        let trainer = Trainer::with_model(config.clone(), &s.model)?;
+        let trainer = job.trainer(config.clone(), Some(&s.model))?;
         evaluate(&trainer, &test, "initial")
     })?;
 
-    let mut trainer = Trainer::new(config.clone())?;
+    let mut trainer = job.trainer(config.clone(), None)?;
     let sft_model = config.output.dir.join(SFT_MODEL);
     if !sft_model.join("config.json").exists() {
         if trainer.step() > 0 {
@@ -64,7 +66,7 @@ pub fn run(job: &Job) -> Result<(), JobError> {
         if trainer.step() == 0 {
             evaluate(&trainer, &test, "after SFT")
         } else {
-            let sft = Trainer::with_model(config.clone(), &sft_model)?;
+            let sft = job.trainer(config.clone(), Some(&sft_model))?;
             evaluate(&sft, &test, "after SFT")
         }
     })?;

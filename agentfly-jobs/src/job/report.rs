@@ -33,6 +33,12 @@ pub fn write(job: &Job) -> Result<PathBuf, JobError> {
             "by question and by source article",
             "the answers must be looked up",
         ),
+        Task::TextWorld => (
+            "Text-world agent: SmolLM2-135M-Instruct learns to play TextWorld-Commonsense"
+                .to_string(),
+            "by game (each split from its own fold's seeds) and by first observation",
+            "a game is played only by acting in it",
+        ),
     };
     let mut report = Report::new(&job.path("report"), &title, job.run.command())?;
     report.paragraph(&format!(
@@ -66,13 +72,17 @@ pub fn write(job: &Job) -> Result<PathBuf, JobError> {
                 "; reward shaped with a format bonus of {} (accuracy counts exact answers only)",
                 s.format_bonus
             )
+        } else if s.task == Task::TextWorld {
+            "; reward 1 when the game says the task is complete, else 0 (the game's own score \
+             reported apart)"
+                .into()
         } else {
             "; reward 1 for the exact answer submitted, else 0".into()
         },
         s.task.chain().max_turns,
         s.task.tools().join(", "),
     ));
-    let notes: Vec<String> = find(&evals, "no_tools")
+    let mut notes: Vec<String> = find(&evals, "no_tools")
         .map(|n| {
             format!(
                 "Without tools the initial model solves {}/{} ({:.0}%): {need}.",
@@ -83,6 +93,9 @@ pub fn write(job: &Job) -> Result<PathBuf, JobError> {
         })
         .into_iter()
         .collect();
+    if s.task == Task::TextWorld {
+        notes.push(world_scores(&evals));
+    }
     report.held_out(
         &evals,
         &notes,
@@ -125,4 +138,26 @@ pub fn write(job: &Job) -> Result<PathBuf, JobError> {
     report.times(&evals, sft.as_ref(), &metrics, &validation);
     report.files(&[]);
     report.write()
+}
+
+/// The games' own score (0 to 1: the share of the objects put where they belong), its mean
+/// over each evaluation's games, reported apart from success.
+fn world_scores(evals: &[crate::report::Eval]) -> String {
+    let means: Vec<String> = evals
+        .iter()
+        .map(|e| {
+            let scores: Vec<f64> = e
+                .report
+                .trajectories
+                .iter()
+                .filter_map(|t| t.reward_metrics.get("score").copied())
+                .collect();
+            let mean = scores.iter().sum::<f64>() / scores.len().max(1) as f64;
+            format!("{} {mean:.2}", e.title)
+        })
+        .collect();
+    format!(
+        "The game's own score (the share of the task done, 0 to 1), mean over the games: {}.",
+        means.join(", ")
+    )
 }

@@ -187,6 +187,42 @@ impl Settings {
         s
     }
 
+    /// The text-world job's preset, with the options' overrides: 100 held-out games (the
+    /// test fold's), 4 training games × 8 chains per step.
+    pub fn textworld(args: &RunArgs, model: PathBuf) -> Self {
+        let base = Self::from_args(args, model);
+        let mut s = Self {
+            task: Task::TextWorld,
+            train: 400,
+            val: 20,
+            test: 100,
+            demos: 32,
+            samples_per_step: 4,
+            chains: 8,
+            ..base.clone()
+        };
+        if args.full {
+            s = Self {
+                train: 1000,
+                val: 50,
+                test: 300,
+                ..s
+            };
+        }
+        if args.smoke {
+            s = Self {
+                train: 8,
+                val: 2,
+                test: 3,
+                demos: 4,
+                samples_per_step: 2,
+                chains: 4,
+                ..s
+            };
+        }
+        s
+    }
+
     /// The run directory's name under `target/runs/` for a preset.
     pub fn default_dir(args: &RunArgs) -> PathBuf {
         Self::default_dir_of(Task::Calculator, args)
@@ -205,7 +241,7 @@ impl Settings {
         let overlap = if args.overlap { "-overlap" } else { "" };
         let run = format!("target/runs/{}{preset}{lora}{overlap}", task.command());
         PathBuf::from(match task {
-            Task::Calculator => run,
+            Task::Calculator | Task::TextWorld => run,
             Task::WikiQa(format) => format!("{run}/{}", format.name()),
         })
     }

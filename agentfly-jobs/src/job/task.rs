@@ -1,5 +1,5 @@
-//! What a job trains for: the calculator, or wiki questions answered with search and
-//! retrieve in one of two formats. Each task gives its tools, reward, call format, chain
+//! What a job trains for: the calculator, wiki questions answered with search and
+//! retrieve in one of two formats, or text-world games played through the remote bridge. Each task gives its tools, reward, call format, chain
 //! budgets, prompts and data; the stages, settings and report are shared.
 
 use crate::JobError;
@@ -43,6 +43,8 @@ pub enum Task {
     Calculator,
     /// Questions about Wikipedia's vital articles, with search and retrieve.
     WikiQa(CallFormat),
+    /// TextWorldExpress's TextWorld-Commonsense games, played with `act`.
+    TextWorld,
 }
 
 /// The calculator's system prompt.
@@ -74,6 +76,15 @@ The result comes back to you. Then submit the answer alone (a year, or a title) 
 </tool_call>
 ";
 
+/// The text-world agent's system prompt.
+const TEXTWORLD_PROMPT: &str = "You play a text game. Each turn, take exactly one action with:
+<tool_call>
+{\"name\": \"act\", \"arguments\": {\"command\": \"<action>\"}}
+</tool_call>
+Actions look like: look around, take <object>, put <object> in <container>, put <object> on <surface>, open <container>, inventory.
+The game tells you what happens. It ends when the task is complete.
+";
+
 /// The wiki agent's system prompt, code-as-action; the functions follow it.
 const WIKI_CODE_PROMPT: &str = "You answer questions about an encyclopedia by writing Python code. Never guess: look the answer up.
 Write one code block per turn:
@@ -94,13 +105,14 @@ impl Task {
         match self {
             Self::Calculator => "calculator",
             Self::WikiQa(_) => "wiki-qa",
+            Self::TextWorld => "textworld",
         }
     }
 
     /// Its name in reports and directories.
     pub fn name(self) -> String {
         match self {
-            Self::Calculator => self.command().into(),
+            Self::Calculator | Self::TextWorld => self.command().into(),
             Self::WikiQa(format) => format!("{} ({})", self.command(), format.name()),
         }
     }
@@ -113,6 +125,7 @@ impl Task {
             Self::WikiQa(CallFormat::Code) => {
                 &["code_interpreter", "search", "retrieve", "submit_answer"]
             }
+            Self::TextWorld => &["act"],
         };
         names.iter().map(|n| n.to_string()).collect()
     }
@@ -122,13 +135,14 @@ impl Task {
         match self {
             Self::Calculator => "exact_numeric",
             Self::WikiQa(_) => "squad_exact_match",
+            Self::TextWorld => "world_success",
         }
     }
 
     /// The call format.
     pub fn format(self) -> &'static str {
         match self {
-            Self::Calculator => "hermes",
+            Self::Calculator | Self::TextWorld => "hermes",
             Self::WikiQa(format) => format.name(),
         }
     }
@@ -138,6 +152,8 @@ impl Task {
         let (max_turns, max_tokens_per_turn) = match self {
             Self::Calculator => (3, 64),
             Self::WikiQa(_) => (4, 64),
+            // The game's own step limit ends it first; every turn is one short action.
+            Self::TextWorld => (crate::textworld::STEP_LIMIT + 1, 40),
         };
         ChainConfig {
             max_turns,
@@ -148,12 +164,18 @@ impl Task {
     }
 
     /// The rollout's defaults: a code-acting chain holds its sandbox for its whole life,
-    /// so there is one sandbox per chain running at once.
+    /// and a playing chain its game server (a JVM, ~90 MB), so there is one per chain
+    /// running at once.
     pub fn rollout(self) -> RolloutSection {
         match self {
             Self::WikiQa(CallFormat::Code) => RolloutSection {
                 env_capacity: 32,
                 concurrency: 32,
+                ..RolloutSection::default()
+            },
+            Self::TextWorld => RolloutSection {
+                env_capacity: 16,
+                concurrency: 16,
                 ..RolloutSection::default()
             },
             _ => RolloutSection::default(),
@@ -164,6 +186,7 @@ impl Task {
     pub fn tool_prompt(self) -> String {
         match self {
             Self::Calculator => CALCULATOR_PROMPT.into(),
+            Self::TextWorld => TEXTWORLD_PROMPT.into(),
             Self::WikiQa(CallFormat::Hermes) => WIKI_HERMES_PROMPT.into(),
             Self::WikiQa(CallFormat::Code) => {
                 let toolbox =
@@ -186,7 +209,14 @@ impl Task {
             Self::WikiQa(_) => {
                 "You answer questions from memory. Reply with the answer alone: a year, or an article's title."
             }
+            Self::TextWorld => "You play a text game.",
         }
+    }
+
+    /// Is there a closed-book baseline (the model without tools)? Not for a game, which
+    /// is played only by acting in it.
+    pub fn has_closed_book(self) -> bool {
+        !matches!(self, Self::TextWorld)
     }
 
     /// What the demonstrations show, for the report.
@@ -196,6 +226,7 @@ impl Task {
             Self::WikiQa(_) => {
                 "demonstrations of the named-article year form (retrieve, then submit)"
             }
+            Self::TextWorld => "gold action sequences of training-fold games",
         }
     }
 
@@ -204,6 +235,7 @@ impl Task {
         match self {
             Self::Calculator => "problems",
             Self::WikiQa(_) => "questions",
+            Self::TextWorld => "games",
         }
     }
 
@@ -247,6 +279,7 @@ impl Task {
                         .map_err(|e| state(&e))?
                         .write(dir, &index, demo_format)?;
                 }
+                Self::TextWorld => crate::textworld::write_splits(seed, sizes, dir)?,
             }
         }
         let data: Vec<(&str, Vec<Sample>)> = SPLIT_NAMES
