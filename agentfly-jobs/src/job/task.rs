@@ -44,6 +44,7 @@ pub enum Task {
     /// Questions about Wikipedia's vital articles, with search and retrieve.
     WikiQa(CallFormat),
     /// TextWorldExpress's TextWorld-Commonsense games, played with `act`.
+    #[serde(rename = "textworld")]
     TextWorld,
 }
 
