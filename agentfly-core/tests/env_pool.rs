@@ -561,3 +561,25 @@ proptest! {
         runtime.block_on(stress(7, chains, capacity, seed));
     }
 }
+
+/// A pool made before its runtime (as a binary's set-up often does) still resets and
+/// reuses what comes back inside the runtime, instead of replacing every instance.
+#[test]
+fn a_pool_made_outside_the_runtime_reuses_its_instances() {
+    let pool = pool(40, 1, 1000);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        for _ in 0..3 {
+            let mut lease = pool.lease().await.unwrap();
+            lease.value += 1;
+            drop(lease);
+            settle(&pool).await;
+        }
+        let m = pool.metrics();
+        assert_eq!((m.created, m.replaced, m.leases), (1, 0, 3), "{m:?}");
+    });
+}

@@ -2,10 +2,11 @@
 //! a reward; one JSON line per trajectory, and a summary.
 
 use super::model_args::ModelArgs;
-use agentfly_core::env::{EnvPools, PoolConfig};
+use agentfly_core::env::{EnvPool, EnvPools, PoolConfig};
 use agentfly_core::rollout::format::format_by_name;
 use agentfly_core::rollout::{ChainConfig, ChainSetup, Rollout};
 use agentfly_core::{Rewards, Toolbox, data};
+use agentfly_envs::{RemoteConfig, RemoteEnv};
 use agentfly_trainer::engine::{Engine, EngineConfig};
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -70,6 +71,21 @@ pub struct Args {
     /// The most instances of each environment (e.g. Python sandboxes).
     #[arg(long, default_value_t = 8)]
     env_capacity: usize,
+    /// A ready text world for the world tools (`act`, `look`, `inventory`,
+    /// `valid_actions`): `textworld_express` or `scienceworld`, one server per chain
+    /// running at once (see docs/REMOTE-ENVS.md).
+    #[arg(long, conflicts_with = "remote_url")]
+    world: Option<String>,
+    /// The world's settings as JSON, e.g. `{"task": "boil"}` for ScienceWorld or
+    /// `{"game": "coin"}` for TextWorldExpress.
+    #[arg(long, default_value = "{}")]
+    world_config: String,
+    /// The Python that serves the world (with its PyPI package).
+    #[arg(long, default_value = ".venv-worlds/bin/python")]
+    world_python: PathBuf,
+    /// Or a running remote-environment server (HTTP), e.g. `http://127.0.0.1:8000`.
+    #[arg(long)]
+    remote_url: Option<String>,
     /// Only the first N samples.
     #[arg(long)]
     limit: Option<usize>,
@@ -79,6 +95,36 @@ pub struct Args {
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// The remote world the options name, if any.
+fn remote_config(args: &Args) -> anyhow::Result<Option<RemoteConfig>> {
+    let config: serde_json::Value = serde_json::from_str(&args.world_config)
+        .with_context(|| format!("--world-config is not JSON: {}", args.world_config))?;
+    if let Some(url) = &args.remote_url {
+        return Ok(Some(RemoteConfig {
+            url: Some(url.clone()),
+            config,
+            ..RemoteConfig::default()
+        }));
+    }
+    let Some(world) = &args.world else {
+        return Ok(None);
+    };
+    if !["textworld_express", "scienceworld"].contains(&world.as_str()) {
+        bail!("unknown --world `{world}` (textworld_express or scienceworld)");
+    }
+    if !args.world_python.exists() {
+        bail!(
+            "--world-python {} is missing: `scripts/setup` makes .venv-worlds with the worlds",
+            args.world_python.display()
+        );
+    }
+    let python = std::path::absolute(&args.world_python)?;
+    Ok(Some(RemoteConfig {
+        start_timeout: std::time::Duration::from_secs(120),
+        ..RemoteConfig::world(python, world, config)
+    }))
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -131,10 +177,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         top_p: args.top_p,
         top_k: args.top_k,
     };
-    let pools = EnvPools::new(PoolConfig {
+    let pool = PoolConfig {
         capacity: args.env_capacity.max(1),
         ..PoolConfig::default()
-    });
+    };
+    let pools = EnvPools::new(pool.clone());
+    if let Some(remote) = remote_config(&args)? {
+        pools.insert(EnvPool::<RemoteEnv>::new(remote, pool));
+    }
     let rollout = Rollout {
         setup: ChainSetup {
             policy: &engine,
@@ -164,7 +214,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let output = runtime.block_on(async {
+    let (output, pool_metrics) = runtime.block_on(async {
         let mut rewarded = (0.0, 0usize);
         let output = rollout
             .run(&samples, |t| {
@@ -176,8 +226,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 bar.inc(1);
             })
             .await;
+        let metrics = pools.metrics();
         pools.close().await;
-        output
+        (output, metrics)
     });
     runtime.shutdown_background();
     bar.finish_and_clear();
@@ -189,6 +240,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.json {
         let mut summary = serde_json::to_value(&output.summary)?;
         summary["engine"] = serde_json::to_value(&stats)?;
+        summary["env_pools"] = pool_metrics
+            .iter()
+            .map(|(name, m)| Ok((name.to_string(), serde_json::to_value(m)?)))
+            .collect::<anyhow::Result<serde_json::Map<_, _>>>()?
+            .into();
         println!("{summary}");
     } else {
         println!("{}", output.summary);
@@ -200,6 +256,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             stats.prefill_tokens,
             stats.busy_seconds()
         );
+        for (name, m) in &pool_metrics {
+            println!(
+                "env pool       {name}: {} leases, {} created, {} replaced, wait p99 {:.0} ms",
+                m.leases, m.created, m.replaced, m.wait_p99_ms
+            );
+        }
         println!("written        {}", args.out.display());
     }
     Ok(ExitCode::SUCCESS)

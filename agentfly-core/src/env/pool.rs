@@ -225,8 +225,9 @@ impl<T: Env> std::fmt::Debug for EnvPool<T> {
 
 impl<T: Env> EnvPool<T> {
     /// An empty pool; instances are created on demand (or by [`prewarm`](Self::prewarm)).
-    /// Made inside a tokio runtime, returned instances are reset on that runtime;
-    /// elsewhere, a returned instance is closed instead of reused.
+    /// Made inside a tokio runtime, returned instances are reset on that runtime; else on
+    /// the runtime a lease is dropped in; a lease dropped outside any runtime closes its
+    /// instance instead of reusing it.
     pub fn new(config: T::Config, pool: PoolConfig) -> Self {
         let capacity = pool.capacity.max(1);
         Self {
@@ -429,7 +430,14 @@ impl<T: Env> Drop for Lease<T> {
         let broken = self.broken || std::thread::panicking();
         let mut state = self.pool.state();
         state.leased -= 1;
-        match &self.pool.runtime {
+        // The pool's own runtime, else the one this lease is dropped in (a pool made
+        // before its runtime, as a binary's set-up often does).
+        match self
+            .pool
+            .runtime
+            .clone()
+            .or_else(|| Handle::try_current().ok())
+        {
             Some(runtime) => {
                 state.returning += 1;
                 drop(state);
