@@ -103,10 +103,11 @@ class Server:
             accepted = inspect.signature(reset).parameters
         except (TypeError, ValueError):
             accepted = {}
+        anything = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in accepted.values())
         kwargs = {}
-        if "seed" in accepted:
+        if anything or "seed" in accepted:
             kwargs["seed"] = seed
-        if "options" in accepted:
+        if anything or "options" in accepted:
             kwargs["options"] = sample
         out = reset(**kwargs)
         observation, info = out if isinstance(out, tuple) else (out, {})

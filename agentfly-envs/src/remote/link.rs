@@ -2,7 +2,7 @@
 //! stdin/stdout, one JSON message per line, or a server's base URL over HTTP. Both bound
 //! every call by a timeout and every answer by a size.
 
-use super::{RemoteConfig, RemoteError};
+use super::config::{RemoteConfig, RemoteError};
 use crate::python::process::kill_group;
 use serde_json::{Value, json};
 use std::collections::VecDeque;

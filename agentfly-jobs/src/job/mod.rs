@@ -114,7 +114,7 @@ impl Job {
         };
         if self.settings.task == Task::TextWorld {
             trainer.env_pools().insert(EnvPool::<RemoteEnv>::new(
-                crate::textworld::world()?,
+                crate::textworld::games::world()?,
                 PoolConfig {
                     capacity,
                     ..PoolConfig::default()

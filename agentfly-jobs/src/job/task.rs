@@ -154,7 +154,7 @@ impl Task {
             Self::Calculator => (3, 64),
             Self::WikiQa(_) => (4, 64),
             // The game's own step limit ends it first; every turn is one short action.
-            Self::TextWorld => (crate::textworld::STEP_LIMIT + 1, 40),
+            Self::TextWorld => (crate::textworld::games::STEP_LIMIT + 1, 40),
         };
         ChainConfig {
             max_turns,
@@ -280,7 +280,7 @@ impl Task {
                         .map_err(|e| state(&e))?
                         .write(dir, &index, demo_format)?;
                 }
-                Self::TextWorld => crate::textworld::write_splits(seed, sizes, dir)?,
+                Self::TextWorld => crate::textworld::games::write_splits(seed, sizes, dir)?,
             }
         }
         let data: Vec<(&str, Vec<Sample>)> = SPLIT_NAMES
