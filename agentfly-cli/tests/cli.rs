@@ -20,7 +20,11 @@ fn tools_lists_every_linked_tool_and_reward() {
     let out = agentfly(&["tools"]);
     assert!(out.status.success());
     let text = stdout(&out);
-    assert!(text.starts_with("5 tools:\n"), "{text}");
+    assert!(text.starts_with("9 tools:\n"), "{text}");
+    assert!(
+        text.contains("\n  act  [env RemoteEnv, timeout 60000 ms]\n"),
+        "{text}"
+    );
     assert!(
         text.contains("\n  code_interpreter  [env PythonSandbox, timeout 120000 ms]\n"),
         "{text}"
@@ -38,7 +42,7 @@ fn tools_lists_every_linked_tool_and_reward() {
         "{text}"
     );
     assert!(
-        text.contains("4 rewards: exact_match, exact_numeric, squad_exact_match, squad_f1"),
+        text.contains("5 rewards: exact_match, exact_numeric, squad_exact_match, squad_f1, world_success"),
         "{text}"
     );
 }
@@ -70,6 +74,12 @@ fn tools_json_prints_the_schemas() {
         schemas,
         json!([
             {"type": "function", "function": {
+                "name": "act",
+                "description": "Takes one action in the text world, written as you would type it in the game (e.g. \"open fridge\", \"take apple from table\", \"go north\"), and shows what happens.",
+                "parameters": {"type": "object", "additionalProperties": false,
+                    "properties": {"command": {"type": "string", "description": "The action, in the game's own words."}},
+                    "required": ["command"]}}},
+            {"type": "function", "function": {
                 "name": "calculator",
                 "description": "Evaluates an arithmetic expression exactly and returns the result. Supports + - * / ^ (power), parentheses, unary minus, decimals and integers of any size.",
                 "parameters": {"type": "object", "additionalProperties": false,
@@ -81,6 +91,14 @@ fn tools_json_prints_the_schemas() {
                 "parameters": {"type": "object", "additionalProperties": false,
                     "properties": {"code": {"type": "string", "description": "The Python code to run."}},
                     "required": ["code"]}}},
+            {"type": "function", "function": {
+                "name": "inventory",
+                "description": "Lists what you are carrying.",
+                "parameters": {"type": "object", "additionalProperties": false, "properties": {}}}},
+            {"type": "function", "function": {
+                "name": "look",
+                "description": "Looks around: describes the current room and what is in it.",
+                "parameters": {"type": "object", "additionalProperties": false, "properties": {}}}},
             {"type": "function", "function": {
                 "name": "retrieve",
                 "description": "Reads the summary of the encyclopedia article with this exact title (as `search` lists it). An unknown title gives the closest titles.",
@@ -100,7 +118,11 @@ fn tools_json_prints_the_schemas() {
                 "description": "Submits your final answer and ends the task. Call it once, when you are sure.",
                 "parameters": {"type": "object", "additionalProperties": false,
                     "properties": {"answer": {"type": "string", "description": "The final answer alone, e.g. \"42\"."}},
-                    "required": ["answer"]}}}
+                    "required": ["answer"]}}},
+            {"type": "function", "function": {
+                "name": "valid_actions",
+                "description": "Lists the actions the game accepts right now (takes no step).",
+                "parameters": {"type": "object", "additionalProperties": false, "properties": {}}}}
         ])
     );
 }
@@ -185,7 +207,7 @@ fn a_failed_call_prints_the_error_observation_and_exits_1() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(
         err,
-        "Error: there is no tool named `calc`. Available tools: calculator, code_interpreter, retrieve, search, submit_answer.\n"
+        "Error: there is no tool named `calc`. Available tools: act, calculator, code_interpreter, inventory, look, retrieve, search, submit_answer, valid_actions.\n"
     );
 }
 
