@@ -42,7 +42,9 @@ fn tools_lists_every_linked_tool_and_reward() {
         "{text}"
     );
     assert!(
-        text.contains("5 rewards: exact_match, exact_numeric, squad_exact_match, squad_f1, world_success"),
+        text.contains(
+            "5 rewards: exact_match, exact_numeric, squad_exact_match, squad_f1, world_success"
+        ),
         "{text}"
     );
 }

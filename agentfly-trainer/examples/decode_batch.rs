@@ -1,5 +1,5 @@
 //! Greedy decoding of one batch with SmolLM2-135M-Instruct, for profilers: `rows` random
-//! 64-token prompts, `new` tokens each with EOS ignored; prints decode tokens per second
+//! 64-token prompts (`AGENTFLY_PROMPT_LEN` tokens: a multi-turn chain's long context), `new` tokens each with EOS ignored; prints decode tokens per second
 //! (the prefill's single-token run subtracted, as the generation bench does). With
 //! `AGENTFLY_PACKED=1` the weights are packed first, as the engine does.
 //!
@@ -27,9 +27,13 @@ fn main() {
         model.decoder.pack_for_decode();
     }
     let vocab = model.config.vocab_size as u32;
+    let prompt_len: u32 = std::env::var("AGENTFLY_PROMPT_LEN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
     let prompts: Vec<Vec<u32>> = (0..rows as u32)
         .map(|r| {
-            (0..64)
+            (0..prompt_len)
                 .map(|i| 100 + (r * 7919 + i * 104_729) % (vocab - 100))
                 .collect()
         })
