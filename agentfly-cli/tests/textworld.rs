@@ -57,6 +57,8 @@ fn smoke_pipeline_plays_held_out_games() {
             assert_eq!(sample["fold"], fold, "{name}: {sample}");
             let question = sample["question"].as_str().unwrap().to_string();
             assert!(question.starts_with("Your task is"), "{question}");
+            // The game lists what it accepts, as the first action's choices.
+            assert!(question.contains("\nValid actions: "), "{question}");
             assert!(seen.insert(question), "{name}: a game seen twice");
         }
     }

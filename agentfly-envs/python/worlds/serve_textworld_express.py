@@ -5,7 +5,9 @@ Config (`RemoteConfig::config`): `game` (`twc` — TextWorld-Commonsense, put ho
 objects where they belong — `coin`, `arithmetic`, `sorting`, `mapreader`, `simonsays`,
 `peckingorder`, `cookingworld`), `params` (the game's generation string, e.g.
 `numLocations=1,numItemsToPutAway=2,includeDoors=0`), `fold` (`train`, `dev` or `test`:
-the game's own disjoint seed ranges) and `step_limit`.
+the game's own disjoint seed ranges), `step_limit`, and `show_valid_actions` (true: every
+observation ends with the actions the game accepts now, as AgentFly's ALFWorld prompts list
+the admissible commands).
 
 Reset options (a chain's sample fields): `fold`, `index` (the game: an index into the
 fold's own seeds — train 0-999, dev 10000-10999, test 20000-20999 — so folds never share a
@@ -25,6 +27,7 @@ class TextWorldExpress:
         self.params = config.get("params", "")
         self.fold = config.get("fold", "train")
         self.env = TextWorldExpressEnv(envStepLimit=int(config.get("step_limit", 50)))
+        self.show_valid = bool(config.get("show_valid_actions", False))
         self.env.load(self.game, self.params)
         self.seeds = {
             "train": list(self.env.getValidSeedsTrain()),
@@ -51,13 +54,19 @@ class TextWorldExpress:
         info["seed"] = seed
         if gold:
             info["gold_actions"] = list(self.env.getGoldActionSequence())
-        return infos["taskDescription"] + "\n\n" + observation.strip(), info
+        return self.shown(infos["taskDescription"] + "\n\n" + observation.strip(), info), info
 
     def step(self, action):
         observation, reward, done, infos = self.env.step(action)
         info = self.info(infos, done)
         truncated = bool(done and not infos["tasksuccess"] and not infos["taskfailure"] and infos["score"] < 1)
-        return observation.strip(), reward, done and not truncated, truncated, info
+        text = observation.strip() if done else self.shown(observation.strip(), info)
+        return text, reward, done and not truncated, truncated, info
+
+    def shown(self, text, info):
+        if not self.show_valid:
+            return text
+        return text + "\nValid actions: " + ", ".join(info["valid_actions"]) + "."
 
     def info(self, infos, done):
         return {

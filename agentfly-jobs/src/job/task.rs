@@ -82,8 +82,8 @@ const TEXTWORLD_PROMPT: &str = "You play a text game. Each turn, take exactly on
 <tool_call>
 {\"name\": \"act\", \"arguments\": {\"command\": \"<action>\"}}
 </tool_call>
-Actions look like: look around, take <object>, put <object> in <container>, put <object> on <surface>, open <container>, inventory.
-The game tells you what happens. It ends when the task is complete.
+The game tells you what happens and lists the valid actions: choose one of them.
+Put each object where it usually belongs. The game ends when the task is complete.
 ";
 
 /// The wiki agent's system prompt, code-as-action; the functions follow it.

@@ -19,7 +19,7 @@ pub const GAME: &str = "twc";
 pub const GAME_PARAMS: &str =
     "numLocations=1,numItemsToPutAway=2,includeDoors=0,limitInventorySize=0";
 /// The world's own step limit: a game ends (truncated) after this many actions.
-pub const STEP_LIMIT: usize = 12;
+pub const STEP_LIMIT: usize = 8;
 /// How many games each fold offers.
 const FOLD_GAMES: usize = 1000;
 
@@ -44,7 +44,12 @@ pub fn world() -> Result<RemoteConfig, JobError> {
         ..RemoteConfig::world(
             worlds_python()?,
             "textworld_express",
-            json!({"game": GAME, "params": GAME_PARAMS, "step_limit": STEP_LIMIT}),
+            json!({
+                "game": GAME,
+                "params": GAME_PARAMS,
+                "step_limit": STEP_LIMIT,
+                "show_valid_actions": true,
+            }),
         )
     })
 }
