@@ -249,12 +249,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         println!("{}", output.summary);
         println!(
-            "engine         {} requests, mean batch {:.1}, {} prefill passes ({} tokens), busy {:.1} s",
+            "engine         {} requests, mean batch {:.1}, {} prefill passes ({} context tokens, {} reused from the prefix cache in {} hits), prefill {:.1} s, decode {:.1} s",
             stats.requests,
             stats.mean_batch(),
             stats.prefills,
             stats.prefill_tokens,
-            stats.busy_seconds()
+            stats.prefix_reused_tokens,
+            stats.prefix_hits,
+            stats.prefill_seconds,
+            stats.decode_seconds
         );
         for (name, m) in &pool_metrics {
             println!(

@@ -5,13 +5,14 @@
 //! Identical prompts (the n chains of one sample) are prefilled once and their cache rows
 //! copied.
 
+use super::prefill::{bool_tensor, int_tensor, prefill, prefill_after};
 use super::prefix::PrefixCache;
 use super::sampling::{hits_stop_string, sample_rows};
 use super::{Sampler, SamplingParams};
 use crate::Pretrained;
 use crate::model::{ForwardInput, KvCache};
 use agentfly_core::chat::Tokenizer;
-use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 /// Why a sequence stopped.
@@ -35,22 +36,6 @@ pub struct Generation {
     pub logprobs: Vec<f32>,
     /// Why it stopped.
     pub finish_reason: FinishReason,
-}
-
-fn int_tensor<const D: usize>(
-    values: Vec<i64>,
-    shape: [usize; D],
-    device: &Device,
-) -> Tensor<D, Int> {
-    Tensor::from_data(TensorData::new(values, shape), device)
-}
-
-fn bool_tensor<const D: usize>(
-    values: Vec<bool>,
-    shape: [usize; D],
-    device: &Device,
-) -> Tensor<D, Bool> {
-    Tensor::from_data(TensorData::new(values, shape), device)
 }
 
 /// A batch that cannot be generated from.
@@ -109,9 +94,8 @@ struct Row<K> {
     budget: usize,
     stop_ids: Vec<u32>,
     stop_strings: Vec<String>,
-    /// Leading cache positions that are padding.
-    pad: usize,
-    /// The rotary position of its next token.
+    /// The position of its next token: where it is written in its slot of the cache, and
+    /// its rotary position (every cached position before it is the row's own).
     next_pos: usize,
     /// Its context (kept to cache its keys and values when it finishes).
     prompt: Vec<u32>,
@@ -119,14 +103,18 @@ struct Row<K> {
 }
 
 /// Sequences decoding together. Sequences join with [`admit`](Self::admit) (prefilled
-/// then, cache rows left-padded to the batch's length) and leave when they stop; every
-/// [`step`](Self::step) samples one token for each and runs one decode pass.
-/// `K` identifies a sequence to the caller.
+/// then, each copied into a free slot of the batch's cache) and leave when they stop,
+/// freeing their slot; every [`step`](Self::step) samples one token for each and runs
+/// one decode pass. The cache is ragged (see [`KvCache`]): joining and leaving copy only
+/// the row concerned, however long the others' contexts. A free slot is decoded along
+/// (its output unused) until a sequence joins into it; when more than a quarter of the
+/// slots are free, the batch is compacted. `K` identifies a sequence to the caller.
 #[derive(Debug)]
 pub struct DecodeBatch<K> {
     cache: KvCache,
-    rows: Vec<Row<K>>,
-    /// `[rows, vocab]`: the logits each row samples its next token from.
+    /// The sequences by slot of the cache; `None` is a free slot.
+    slots: Vec<Option<Row<K>>>,
+    /// `[slots, vocab]`: the logits each slot samples its next token from.
     logits: Option<Tensor<2>>,
     prefix: Option<PrefixCache>,
 }
@@ -135,7 +123,7 @@ impl<K> Default for DecodeBatch<K> {
     fn default() -> Self {
         Self {
             cache: KvCache::default(),
-            rows: Vec::new(),
+            slots: Vec::new(),
             logits: None,
             prefix: None,
         }
@@ -192,25 +180,36 @@ impl<K> DecodeBatch<K> {
     pub fn abort(&mut self) -> Vec<K> {
         self.cache = KvCache::default();
         self.logits = None;
-        std::mem::take(&mut self.rows)
+        std::mem::take(&mut self.slots)
             .into_iter()
+            .flatten()
             .map(|r| r.key)
             .collect()
     }
 
     /// Sequences decoding.
     pub fn len(&self) -> usize {
-        self.rows.len()
+        self.slots.iter().flatten().count()
     }
 
     /// No sequence decoding?
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.slots.iter().all(Option::is_none)
     }
 
-    /// Cached positions per row (the longest context in the batch, padding included).
+    /// Slots of the cache, free ones included: the rows a decode pass computes.
+    pub fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The longest context in the batch (cached positions of its longest row).
     pub fn positions(&self) -> usize {
-        self.cache.len()
+        self.slots
+            .iter()
+            .flatten()
+            .map(|r| r.next_pos)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Prefills `sequences` (checked with [`check_prompts`]) and adds them to the batch.
@@ -242,7 +241,6 @@ impl<K> DecodeBatch<K> {
                 budget,
                 stop_ids: spec.stop_ids,
                 stop_strings: spec.stop_strings,
-                pad: 0,
                 next_pos: spec.prompt.len(),
                 prompt: spec.prompt,
                 out,
@@ -255,88 +253,116 @@ impl<K> DecodeBatch<K> {
         if !misses.is_empty() {
             let prompts: Vec<&[u32]> = misses.iter().map(|r| r.prompt.as_slice()).collect();
             let (cache, logits, len) = prefill(model, &prompts);
-            for (i, row) in misses.iter_mut().enumerate() {
-                row.pad = len - row.prompt.len();
-                if let Some(prefix) = &mut self.prefix {
-                    prefix.insert(row.prompt.clone(), cache.row(i, row.pad, row.prompt.len()));
+            let pads: Vec<usize> = misses.iter().map(|r| len - r.prompt.len()).collect();
+            if let Some(prefix) = &mut self.prefix {
+                for (i, (row, &pad)) in misses.iter().zip(&pads).enumerate() {
+                    prefix.insert(row.prompt.clone(), cache.row(i, pad, row.prompt.len()));
                 }
             }
-            self.merge(misses, cache, logits, len);
+            self.merge(misses, &cache, &pads, logits);
         }
         for (row, (past, known)) in hits {
             let (cache, logits) = prefill_after(model, past, &row.prompt[known..], known);
             if let Some(prefix) = &mut self.prefix {
                 prefix.insert(row.prompt.clone(), cache.clone());
             }
-            let len = row.prompt.len();
-            self.merge(vec![row], cache, logits, len);
+            self.merge(vec![row], &cache, &[0], logits);
         }
         done
     }
 
-    /// Adds prefilled rows (their cache `len` positions long, leading padding counted in
-    /// each row's `pad`) to the batch.
-    fn merge(
-        &mut self,
-        mut joining: Vec<Row<K>>,
-        mut cache: KvCache,
-        logits: Tensor<2>,
-        len: usize,
-    ) {
-        if self.rows.is_empty() {
-            self.cache = cache;
-            self.logits = Some(logits);
-        } else {
-            let have = self.cache.len();
-            if have < len {
-                self.cache.left_pad(len - have);
-                self.rows.iter_mut().for_each(|r| r.pad += len - have);
-            } else {
-                cache.left_pad(have - len);
-                joining.iter_mut().for_each(|r| r.pad += have - len);
+    /// Adds prefilled rows to the batch: row `i` of `cache` holds `joining[i]`'s context
+    /// after `pads[i]` positions of padding, and row `i` of `logits` its next token's
+    /// logits. Each goes into a free slot, or a new one.
+    fn merge(&mut self, joining: Vec<Row<K>>, cache: &KvCache, pads: &[usize], logits: Tensor<2>) {
+        if self.slots.is_empty() {
+            // The prefilled rows become the batch, each moved to start at position 0.
+            self.cache = cache.clone();
+            for (i, (row, &pad)) in joining.iter().zip(pads).enumerate() {
+                if pad > 0 {
+                    self.cache.write_row(i, cache, i, pad, row.prompt.len());
+                }
             }
-            self.cache.append_rows(cache);
-            self.logits = self
-                .logits
-                .take()
-                .map(|mine| Tensor::cat(vec![mine, logits], 0));
+            self.logits = Some(logits);
+            self.slots = joining.into_iter().map(Some).collect();
+            return;
         }
-        self.rows.extend(joining);
+        let free: Vec<usize> = (0..self.slots.len())
+            .filter(|&s| self.slots[s].is_none())
+            .take(joining.len())
+            .collect();
+        let extra = joining.len() - free.len();
+        let mut all = self.logits.take().expect("a running batch has logits");
+        let vocab = all.dims()[1];
+        if extra > 0 {
+            self.cache.add_rows(extra);
+            let zeros = Tensor::zeros([extra, vocab], &all.device());
+            all = Tensor::cat(vec![all, zeros], 0);
+            self.slots.extend((0..extra).map(|_| None));
+        }
+        let targets = free
+            .into_iter()
+            .chain(self.slots.len() - extra..self.slots.len());
+        for (i, ((row, slot), &pad)) in joining.into_iter().zip(targets).zip(pads).enumerate() {
+            self.cache.write_row(slot, cache, i, pad, row.prompt.len());
+            let mine = logits.clone().narrow(0, i, 1);
+            all = all.slice_assign([slot..slot + 1, 0..vocab], mine);
+            self.slots[slot] = Some(row);
+        }
+        self.logits = Some(all);
     }
 
     /// Drops the sequences `keep` rejects (their callers went away); returns how many.
     pub fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) -> usize {
-        let kept: Vec<usize> = (0..self.rows.len())
-            .filter(|&r| keep(&self.rows[r].key))
-            .collect();
-        let dropped = self.rows.len() - kept.len();
+        let mut dropped = 0;
+        for slot in &mut self.slots {
+            if slot.as_ref().is_some_and(|row| !keep(&row.key)) {
+                *slot = None;
+                dropped += 1;
+            }
+        }
         if dropped > 0 {
-            self.keep_rows(&kept);
+            self.compact_if_sparse(Vec::new());
         }
         dropped
     }
 
-    fn keep_rows(&mut self, kept: &[usize]) {
-        if kept.is_empty() {
-            *self = Self::default();
-            return;
+    /// Frees every slot once no sequence is left; compacts the batch when more than a
+    /// quarter of its slots are free (copying the rows kept). Returns `per_slot` (when
+    /// given) in the new order of the slots.
+    fn compact_if_sparse(&mut self, per_slot: Vec<i64>) -> Vec<i64> {
+        let live = self.len();
+        if live == 0 {
+            *self = Self {
+                prefix: self.prefix.take(),
+                ..Self::default()
+            };
+            return Vec::new();
         }
-        let Some(logits) = self.logits.take() else {
-            return;
-        };
-        let device = logits.device();
-        let index = int_tensor(
-            kept.iter().map(|&r| r as i64).collect(),
-            [kept.len()],
-            &device,
-        );
-        self.cache.select_rows(index.clone());
-        self.logits = Some(logits.select(0, index));
-        let mut rows: Vec<Option<Row<K>>> = std::mem::take(&mut self.rows)
-            .into_iter()
-            .map(Some)
+        if 4 * (self.slots.len() - live) <= self.slots.len() {
+            return per_slot;
+        }
+        let kept: Vec<usize> = (0..self.slots.len())
+            .filter(|&s| self.slots[s].is_some())
             .collect();
-        self.rows = kept.iter().filter_map(|&r| rows[r].take()).collect();
+        let device = self.cache_device();
+        let index = int_tensor(kept.iter().map(|&s| s as i64).collect(), [live], &device);
+        self.cache.select_rows(index.clone());
+        self.logits = self.logits.take().map(|l| l.select(0, index));
+        let mut slots = std::mem::take(&mut self.slots);
+        self.slots = kept.iter().map(|&s| slots[s].take()).collect();
+        if per_slot.is_empty() {
+            return per_slot;
+        }
+        kept.iter().map(|&s| per_slot[s]).collect()
+    }
+
+    fn cache_device(&self) -> Device {
+        self.logits
+            .as_ref()
+            .map(Tensor::device)
+            .or_else(|| self.cache.device())
+            .expect("a batch with sequences has a cache")
     }
 
     /// Samples one token for every sequence; those that stop leave the batch and are
@@ -351,185 +377,104 @@ impl<K> DecodeBatch<K> {
         };
         let device = logits.device();
         let vocab = logits.dims()[1];
-        let host: Vec<f32> = logits.into_data().try_to_vec().expect("f32 logits");
+        let mut host: Vec<f32> = logits.into_data().try_to_vec().expect("f32 logits");
+        let live: Vec<usize> = (0..self.slots.len())
+            .filter(|&s| self.slots[s].is_some())
+            .collect();
+        if live.len() < self.slots.len() {
+            // Only the live slots' rows are sampled.
+            host = live
+                .iter()
+                .flat_map(|&s| host[s * vocab..(s + 1) * vocab].iter().copied())
+                .collect();
+        }
         let sampled = sample_rows(
-            self.rows.iter_mut().map(|row| &mut row.sampler).collect(),
+            self.slots
+                .iter_mut()
+                .flatten()
+                .map(|row| &mut row.sampler)
+                .collect(),
             &host,
             vocab,
         );
-        let mut keep = Vec::with_capacity(self.rows.len());
-        let mut next_ids = Vec::with_capacity(self.rows.len());
-        let mut stopped = vec![false; self.rows.len()];
-        for (r, (row, sampled)) in self.rows.iter_mut().zip(sampled).enumerate() {
-            let Some((id, logprob)) = sampled else {
-                row.out.finish_reason = FinishReason::NonFinite;
-                stopped[r] = true;
-                continue;
-            };
-            row.out.new_ids.push(id);
-            row.out.logprobs.push(logprob);
-            if row.stop_ids.contains(&id)
-                || hits_stop_string(&row.out.new_ids, &row.stop_strings, tokenizer)
-            {
-                row.out.finish_reason = FinishReason::Stop;
-                stopped[r] = true;
-            } else if row.out.new_ids.len() < row.budget {
-                keep.push(r);
-                next_ids.push(id as i64);
-            } else {
-                stopped[r] = true;
-            }
-        }
+        let mut next_ids = vec![0; self.slots.len()];
         let mut finished = Vec::new();
-        if let Some(prefix) = &mut self.prefix {
-            // A finished sequence's context and output (all but the last id, which was
-            // never fed) are the start of its chain's next context.
-            let positions = self.cache.len();
-            for (r, row) in
-                self.rows.iter().enumerate().filter(|(r, row)| {
-                    stopped[*r] && row.out.finish_reason != FinishReason::NonFinite
-                })
-            {
-                let mut tokens = row.prompt.clone();
-                tokens.extend_from_slice(&row.out.new_ids[..row.out.new_ids.len() - 1]);
-                prefix.insert(tokens, self.cache.row(r, row.pad, positions - row.pad));
-            }
-        }
-        if keep.len() < self.rows.len() {
-            // Take the finished rows out, then keep the others' cache rows.
-            let rows = std::mem::take(&mut self.rows);
-            let mut remaining = Vec::with_capacity(keep.len());
-            for (row, stop) in rows.into_iter().zip(stopped) {
-                if stop {
-                    finished.push((row.key, row.out));
-                } else {
-                    remaining.push(row);
+        for (&s, sampled) in live.iter().zip(sampled) {
+            let row = self.slots[s].as_mut().expect("a live slot");
+            let stop = match sampled {
+                None => {
+                    row.out.finish_reason = FinishReason::NonFinite;
+                    true
                 }
+                Some((id, logprob)) => {
+                    row.out.new_ids.push(id);
+                    row.out.logprobs.push(logprob);
+                    if row.stop_ids.contains(&id)
+                        || hits_stop_string(&row.out.new_ids, &row.stop_strings, tokenizer)
+                    {
+                        row.out.finish_reason = FinishReason::Stop;
+                        true
+                    } else {
+                        next_ids[s] = i64::from(id);
+                        row.out.new_ids.len() >= row.budget
+                    }
+                }
+            };
+            if stop {
+                let row = self.slots[s].take().expect("a live slot");
+                self.remember(s, &row);
+                finished.push((row.key, row.out));
             }
-            self.rows = remaining;
-            if keep.is_empty() {
-                self.cache = KvCache::default();
-                return finished;
-            }
-            let index = int_tensor(
-                keep.iter().map(|&r| r as i64).collect(),
-                [keep.len()],
-                &device,
-            );
-            self.cache.select_rows(index);
         }
-        let rows = self.rows.len();
-        let keys = self.cache.len() + 1;
-        let positions: Vec<i64> = self.rows.iter().map(|r| r.next_pos as i64).collect();
-        let mask: Vec<bool> = self
-            .rows
+        let next_ids = self.compact_if_sparse(next_ids);
+        if self.slots.is_empty() {
+            return finished;
+        }
+        let slots = self.slots.len();
+        // A free slot decodes a token at position 0, seeing only that position.
+        let at: Vec<usize> = self
+            .slots
             .iter()
-            .flat_map(|r| (0..keys).map(move |k| k < r.pad))
+            .map(|s| s.as_ref().map_or(0, |r| r.next_pos))
             .collect();
+        self.cache.reserve(at.iter().max().map_or(1, |p| p + 1));
+        let keys = self.cache.capacity();
+        let mask: Vec<bool> = at
+            .iter()
+            .flat_map(|&p| (0..keys).map(move |k| k > p))
+            .collect();
+        let positions = at.iter().map(|&p| p as i64).collect();
+        self.cache.write_at(at);
         let hidden = model.decoder.hidden(
             ForwardInput {
-                ids: int_tensor(next_ids, [rows, 1], &device),
-                positions: int_tensor(positions, [rows, 1], &device),
-                mask: Some(bool_tensor(mask, [rows, 1, 1, keys], &device)),
+                ids: int_tensor(next_ids, [slots, 1], &device),
+                positions: int_tensor(positions, [slots, 1], &device),
+                mask: Some(bool_tensor(mask, [slots, 1, 1, keys], &device)),
             },
             &model.rope,
             Some(&mut self.cache),
         );
-        for row in &mut self.rows {
+        for row in self.slots.iter_mut().flatten() {
             row.next_pos += 1;
         }
-        self.logits = Some(model.decoder.logits(hidden).reshape([rows, vocab]));
+        self.logits = Some(model.decoder.logits(hidden).reshape([slots, vocab]));
         finished
     }
-}
 
-/// Prefills each distinct prompt once, left-padded to the longest; returns the cache and
-/// last-position logits with one row per prompt (shared prompts' rows copied), and the
-/// padded length.
-fn prefill(model: &Pretrained, prompts: &[&[u32]]) -> (KvCache, Tensor<2>, usize) {
-    let device = model.decoder.embed.val().device();
-    let mut unique: Vec<&[u32]> = Vec::new();
-    let mut row_of: Vec<i64> = Vec::with_capacity(prompts.len());
-    for prompt in prompts {
-        let row = match unique.iter().position(|u| u == prompt) {
-            Some(row) => row,
-            None => {
-                unique.push(prompt);
-                unique.len() - 1
-            }
+    /// Caches the keys and values of a finished sequence in slot `slot`: its context and
+    /// output (all but the last id, which was never fed) start its chain's next context.
+    fn remember(&mut self, slot: usize, row: &Row<K>) {
+        let Some(prefix) = &mut self.prefix else {
+            return;
         };
-        row_of.push(row as i64);
-    }
-    let len = prompts.iter().map(|p| p.len()).max().unwrap_or(1);
-    let rows = unique.len();
-    let mut ids = Vec::with_capacity(rows * len);
-    let mut positions = Vec::with_capacity(rows * len);
-    let mut mask = Vec::with_capacity(rows * len * len);
-    for prompt in &unique {
-        let pad = len - prompt.len();
-        ids.extend(std::iter::repeat_n(0, pad).chain(prompt.iter().map(|&t| t as i64)));
-        positions.extend((0..len).map(|i| i.saturating_sub(pad) as i64));
-        for q in 0..len {
-            // A padding query still sees itself, so no row of the softmax is empty.
-            mask.extend((0..len).map(|k| k > q || (k < pad && k != q)));
+        if row.out.finish_reason == FinishReason::NonFinite {
+            return;
         }
+        let mut tokens = row.prompt.clone();
+        tokens.extend_from_slice(&row.out.new_ids[..row.out.new_ids.len() - 1]);
+        debug_assert_eq!(tokens.len(), row.next_pos);
+        prefix.insert(tokens, self.cache.row(slot, 0, row.next_pos));
     }
-    let mut cache = KvCache::new(model.config.num_hidden_layers);
-    let hidden = model.decoder.hidden(
-        ForwardInput {
-            ids: int_tensor(ids, [rows, len], &device),
-            positions: int_tensor(positions, [rows, len], &device),
-            mask: Some(bool_tensor(mask, [rows, 1, len, len], &device)),
-        },
-        &model.rope,
-        Some(&mut cache),
-    );
-    let vocab = model.config.vocab_size;
-    let mut logits = model
-        .decoder
-        .logits(hidden.narrow(1, len - 1, 1))
-        .reshape([rows, vocab]);
-    if rows < prompts.len() {
-        let index = int_tensor(row_of, [prompts.len()], &device);
-        cache.select_rows(index.clone());
-        logits = logits.select(0, index);
-    }
-    (cache, logits, len)
-}
-
-/// Prefills `tokens` after a cached `past` of `start` positions (one row, no padding):
-/// returns the row's whole cache and the logits of its last position.
-fn prefill_after(
-    model: &Pretrained,
-    mut past: KvCache,
-    tokens: &[u32],
-    start: usize,
-) -> (KvCache, Tensor<2>) {
-    let device = model.decoder.embed.val().device();
-    let len = tokens.len();
-    let keys = start + len;
-    let mask: Vec<bool> = (0..len)
-        .flat_map(|q| (0..keys).map(move |k| k > start + q))
-        .collect();
-    let hidden = model.decoder.hidden(
-        ForwardInput {
-            ids: int_tensor(
-                tokens.iter().map(|&t| i64::from(t)).collect(),
-                [1, len],
-                &device,
-            ),
-            positions: int_tensor((start..keys).map(|p| p as i64).collect(), [1, len], &device),
-            mask: Some(bool_tensor(mask, [1, 1, len, keys], &device)),
-        },
-        &model.rope,
-        Some(&mut past),
-    );
-    let vocab = model.config.vocab_size;
-    let logits = model
-        .decoder
-        .logits(hidden.narrow(1, len - 1, 1))
-        .reshape([1, vocab]);
-    (past, logits)
 }
 
 /// Generates a continuation of every prompt. `tokenizer` is needed only for

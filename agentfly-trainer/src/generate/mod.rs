@@ -3,6 +3,7 @@
 //! sampled token.
 
 mod batch;
+mod prefill;
 mod prefix;
 mod sampling;
 

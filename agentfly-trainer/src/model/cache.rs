@@ -1,31 +1,51 @@
 //! The key/value cache of incremental decoding: per layer, the keys and values of every
-//! position seen so far, `[batch, kv_heads, positions, head_dim]`.
+//! position seen so far, `[rows, kv_heads, positions, head_dim]`.
 //!
-//! Each layer's buffers keep [`SPARE`] positions of room beyond what is cached: a decode step
-//! writes its keys and values in place (Burn's `slice_assign` on a uniquely held buffer)
-//! instead of concatenating — and so copying — the whole cache, and attention reads the whole
+//! Each layer's buffers keep spare positions beyond what is cached: a pass writes its keys
+//! and values in place (Burn's `slice_assign` on a uniquely held buffer) instead of
+//! concatenating — and so copying — the whole cache, and attention reads the whole
 //! buffer, its unused positions masked, so it needs no contiguous copy of a narrowed view.
-//! The buffers grow by [`SPARE`] positions when full.
+//! The buffers grow (one copy) when full.
+//!
+//! A cache is used in one of two ways:
+//! - **aligned** (prefill, and the contexts the prefix cache keeps): every row has cached
+//!   the same count of positions ([`len`](KvCache::len)), shorter rows left-padded, and a
+//!   pass appends after them;
+//! - **ragged** (the decode batch): each row is a slot holding its own sequence from
+//!   position 0, and a decode pass writes each row's token at its own position
+//!   ([`write_at`](KvCache::write_at)). A sequence joins by copying its own cache into a
+//!   free slot ([`write_row`](KvCache::write_row)) and leaves by freeing it, so neither
+//!   copies the other rows; nor does a longer sequence joining move anyone.
 
 use burn::tensor::{Int, Tensor};
 
-/// Positions of room a layer's buffers keep beyond what is cached.
+/// Positions of room a layer's buffers keep beyond what is cached, at least.
 pub const SPARE: usize = 64;
 
 /// Keys and values of all layers for a batch of sequences.
 #[derive(Debug, Clone, Default)]
 pub struct KvCache {
-    /// Per layer: key and value buffers, `[batch, kv_heads, capacity, head_dim]`.
+    /// Per layer: key and value buffers, `[rows, kv_heads, capacity, head_dim]`.
     layers: Vec<Option<(Tensor<4>, Tensor<4>)>>,
-    /// Positions cached in every layer (the first layer's count while a pass is under way).
+    /// Aligned: positions cached in every layer (the first layer's count while a pass is
+    /// under way).
     lens: Vec<usize>,
+    /// Ragged: where the next pass writes each row's one position.
+    write_at: Option<Vec<usize>>,
 }
 
-/// `t` `[batch, heads, len, dim]` followed by `extra` zero positions.
-fn with_room(t: Tensor<4>, extra: usize) -> Tensor<4> {
-    let [batch, heads, _, dim] = t.dims();
-    let zeros = Tensor::zeros([batch, heads, extra, dim], &t.device());
-    Tensor::cat(vec![t, zeros], 2)
+/// Room for `needed` positions and some to spare: an eighth more, at least [`SPARE`] (the
+/// ragged batch's attention reads the spare positions too).
+fn room_for(needed: usize) -> usize {
+    needed + (needed / 8).max(SPARE)
+}
+
+/// The first `len` positions of `t` `[rows, heads, _, dim]` in a new buffer of `capacity`
+/// positions, the rest zero.
+fn regrow(t: Tensor<4>, len: usize, capacity: usize) -> Tensor<4> {
+    let [rows, heads, _, dim] = t.dims();
+    let zeros = Tensor::zeros([rows, heads, capacity - len, dim], &t.device());
+    Tensor::cat(vec![t.narrow(2, 0, len), zeros], 2)
 }
 
 impl KvCache {
@@ -34,22 +54,63 @@ impl KvCache {
         Self {
             layers: vec![None; layers],
             lens: vec![0; layers],
+            write_at: None,
         }
     }
 
-    /// Positions cached so far.
+    /// Aligned: positions cached so far.
     pub fn len(&self) -> usize {
         self.lens.first().copied().unwrap_or(0)
     }
 
     /// Nothing cached yet?
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.layers.iter().all(Option::is_none)
     }
 
-    /// Appends this step's keys and values of `layer`; returns the layer's whole buffers
+    /// Rows of the buffers (0 before the first pass).
+    pub fn rows(&self) -> usize {
+        self.first().map_or(0, |k| k.dims()[0])
+    }
+
+    /// Positions the buffers hold, used or not.
+    pub fn capacity(&self) -> usize {
+        self.first().map_or(0, |k| k.dims()[2])
+    }
+
+    /// The device of the buffers (none before the first pass).
+    pub fn device(&self) -> Option<burn::tensor::Device> {
+        self.first().map(Tensor::device)
+    }
+
+    fn first(&self) -> Option<&Tensor<4>> {
+        self.layers.iter().flatten().map(|(k, _)| k).next()
+    }
+
+    /// Ragged: the next pass writes row `r`'s single position at `positions[r]` (every
+    /// position below the [`capacity`](Self::capacity); see [`reserve`](Self::reserve)),
+    /// and attention reads every position of the buffers, the caller masking those each
+    /// row must not see.
+    pub fn write_at(&mut self, positions: Vec<usize>) {
+        self.write_at = Some(positions);
+    }
+
+    /// Grows every layer's buffers to hold at least `positions` positions.
+    pub fn reserve(&mut self, positions: usize) {
+        if positions <= self.capacity() {
+            return;
+        }
+        let capacity = room_for(positions);
+        for (k, v) in self.layers.iter_mut().flatten() {
+            let len = k.dims()[2];
+            *k = regrow(k.clone(), len, capacity);
+            *v = regrow(v.clone(), len, capacity);
+        }
+    }
+
+    /// Appends this pass's keys and values of `layer`; returns the layer's whole buffers
     /// (positions past the returned count are unused and must be masked) and the count of
-    /// valid positions.
+    /// valid positions (ragged: the capacity, the caller masking per row).
     pub(crate) fn append(
         &mut self,
         layer: usize,
@@ -57,6 +118,23 @@ impl KvCache {
         v: Tensor<4>,
     ) -> (Tensor<4>, Tensor<4>, usize) {
         let [batch, heads, n, dim] = k.dims();
+        if let Some(at) = &self.write_at {
+            let (mut pk, mut pv) = self.layers[layer]
+                .take()
+                .expect("a ragged pass writes into existing buffers");
+            assert_eq!((n, batch, at.len()), (1, pk.dims()[0], batch));
+            for (r, &p) in at.iter().enumerate() {
+                let to = [r..r + 1, 0..heads, p..p + 1, 0..dim];
+                pk = pk.slice_assign(to.clone(), k.clone().narrow(0, r, 1));
+                pv = pv.slice_assign(to, v.clone().narrow(0, r, 1));
+            }
+            let capacity = pk.dims()[2];
+            self.layers[layer] = Some((pk.clone(), pv.clone()));
+            if layer + 1 == self.layers.len() {
+                self.write_at = None;
+            }
+            return (pk, pv, capacity);
+        }
         let len = self.lens[layer];
         let (k, v) = match self.layers[layer].take() {
             Some((pk, pv)) if len + n <= pk.dims()[2] => {
@@ -65,31 +143,20 @@ impl KvCache {
             }
             Some((pk, pv)) => {
                 let grow = |p: Tensor<4>, new: Tensor<4>| {
-                    with_room(Tensor::cat(vec![p.narrow(2, 0, len), new], 2), SPARE)
+                    let p = regrow(p, len, room_for(len + n));
+                    p.slice_assign([0..batch, 0..heads, len..len + n, 0..dim], new)
                 };
                 (grow(pk, k), grow(pv, v))
             }
-            None => (with_room(k, SPARE), with_room(v, SPARE)),
+            None => (regrow(k, n, room_for(n)), regrow(v, n, room_for(n))),
         };
         self.lens[layer] = len + n;
         self.layers[layer] = Some((k.clone(), v.clone()));
         (k, v, len + n)
     }
 
-    /// Every layer's buffers through `f` (which sees only the valid positions); the
-    /// results become the new buffers, without spare room.
-    fn map_valid(&mut self, f: impl Fn(Tensor<4>) -> Tensor<4>) {
-        for (layer, len) in self.layers.iter_mut().zip(self.lens.iter_mut()) {
-            if let Some((k, v)) = layer.take() {
-                let (k, v) = (f(k.narrow(2, 0, *len)), f(v.narrow(2, 0, *len)));
-                *len = k.dims()[2];
-                *layer = Some((k, v));
-            }
-        }
-    }
-
-    /// Keeps the batch rows in `rows`, in that order: a row left out is dropped (its
-    /// sequence finished), a row named twice is copied (prompts shared by several sequences).
+    /// Keeps the rows in `rows`, in that order: a row left out is dropped, a row named
+    /// twice is copied (prompts shared by several sequences). Copies every kept row.
     pub fn select_rows(&mut self, rows: Tensor<1, Int>) {
         for (k, v) in self.layers.iter_mut().flatten() {
             *k = k.clone().select(0, rows.clone());
@@ -97,54 +164,61 @@ impl KvCache {
         }
     }
 
-    /// Puts `n` zero positions in front of every row (the caller masks them): lets rows
-    /// that were prefilled to a shorter length join a longer batch.
-    pub fn left_pad(&mut self, n: usize) {
-        if n == 0 {
-            return;
+    /// Adds `n` zeroed rows (free slots) at the end: one copy of the cache.
+    pub fn add_rows(&mut self, n: usize) {
+        for (k, v) in self.layers.iter_mut().flatten() {
+            let [_, heads, capacity, dim] = k.dims();
+            let zeros = Tensor::zeros([n, heads, capacity, dim], &k.device());
+            *k = Tensor::cat(vec![k.clone(), zeros.clone()], 0);
+            *v = Tensor::cat(vec![v.clone(), zeros], 0);
         }
-        self.map_valid(|t| {
-            let [batch, heads, _, dim] = t.dims();
-            let zeros = Tensor::zeros([batch, heads, n, dim], &t.device());
-            Tensor::cat(vec![zeros, t], 2)
-        });
     }
 
-    /// Appends the rows of `other`, which must cache as many positions.
-    pub fn append_rows(&mut self, mut other: KvCache) {
-        self.map_valid(|t| t);
-        other.map_valid(|t| t);
-        if self.lens.is_empty() {
-            self.lens = other.lens.clone();
-        }
-        for (mine, theirs) in self.layers.iter_mut().zip(other.layers) {
-            *mine = match (mine.take(), theirs) {
-                (Some((k, v)), Some((ok, ov))) => {
-                    Some((Tensor::cat(vec![k, ok], 0), Tensor::cat(vec![v, ov], 0)))
-                }
-                (mine, theirs) => mine.or(theirs),
+    /// Ragged: puts positions `start..start + len` of `from`'s row `row` into slot `slot`
+    /// at positions `0..len`, growing the buffers if they are too short. Only that row is
+    /// copied. Positions past `len` keep what the slot held before (the caller masks them).
+    pub fn write_row(&mut self, slot: usize, from: &KvCache, row: usize, start: usize, len: usize) {
+        self.reserve(len + 1);
+        for (mine, theirs) in self.layers.iter_mut().zip(&from.layers) {
+            let (Some((k, v)), Some((ok, ov))) = (mine.take(), theirs) else {
+                panic!("write_row needs two caches of the same layers");
             };
+            let [_, heads, _, dim] = k.dims();
+            let to = [slot..slot + 1, 0..heads, 0..len, 0..dim];
+            let part = |t: &Tensor<4>| t.clone().narrow(0, row, 1).narrow(2, start, len);
+            *mine = Some((
+                k.slice_assign(to.clone(), part(ok)),
+                v.slice_assign(to, part(ov)),
+            ));
         }
     }
 
-    /// A cache of the positions `start..start + len` of every row, rows picked by `rows`
-    /// (all of them when `None`), copied out of the buffers.
-    fn copy(&self, rows: Option<usize>, start: usize, len: usize) -> KvCache {
-        let mut out = self.clone();
-        out.map_valid(|t| {
-            let t = match rows {
+    /// A cache of the positions `start..start + len` of every row, or of row `row` alone,
+    /// without spare room. A row is copied out of the buffers (a view would keep the whole
+    /// batch's buffers alive), and only the part asked for is read: Burn's `select` would
+    /// first make a contiguous copy of all rows.
+    fn copy(&self, row: Option<usize>, start: usize, len: usize) -> KvCache {
+        let part = |t: &Tensor<4>| {
+            let t = t.clone().narrow(2, start, len);
+            match row {
                 Some(row) => {
-                    let index = Tensor::<1, Int>::from_data(
-                        burn::tensor::TensorData::new(vec![row as i64], [1]),
-                        &t.device(),
-                    );
-                    t.select(0, index)
+                    let [_, heads, _, dim] = t.dims();
+                    let out = Tensor::zeros([1, heads, len, dim], &t.device());
+                    out.slice_assign([0..1, 0..heads, 0..len, 0..dim], t.narrow(0, row, 1))
                 }
                 None => t,
-            };
-            t.narrow(2, start, len)
-        });
-        out
+            }
+        };
+        let layers = self
+            .layers
+            .iter()
+            .map(|layer| layer.as_ref().map(|(k, v)| (part(k), part(v))))
+            .collect();
+        KvCache {
+            layers,
+            lens: vec![len; self.layers.len()],
+            write_at: None,
+        }
     }
 
     /// The positions `start..start + len` of every row.

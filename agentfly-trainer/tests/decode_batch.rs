@@ -1,0 +1,130 @@
+//! The continuous batch on the tiny Qwen2 fixture, step by step: a sequence that leaves
+//! frees its slot of the cache, a later one (longer than every running context) joins into
+//! that slot without moving the others, a batch with many free slots is compacted, and a
+//! chain's next turn continues from the prefix cache — and every sequence generates
+//! exactly what it generates alone.
+
+mod common;
+
+use agentfly_trainer::Pretrained;
+use agentfly_trainer::generate::{
+    DecodeBatch, Generation, Sampler, SamplingParams, SequenceSpec, generate,
+};
+use std::collections::BTreeMap;
+
+const STOP: u32 = 7;
+
+fn params(budget: usize, seed: u64) -> SamplingParams {
+    SamplingParams {
+        max_new_tokens: budget,
+        temperature: if seed.is_multiple_of(2) { 0.0 } else { 0.9 },
+        seed,
+        stop_ids: vec![STOP],
+        ..SamplingParams::default()
+    }
+}
+
+fn context(len: usize, salt: u32) -> Vec<u32> {
+    (0..len as u32)
+        .map(|t| 11 + (t * 13 + salt * 5) % 480)
+        .collect()
+}
+
+fn spec(prompt: Vec<u32>, budget: usize, seed: u64) -> SequenceSpec {
+    SequenceSpec {
+        prompt,
+        sampler: Sampler::new(&params(budget, seed), 0),
+        max_new_tokens: budget,
+        stop_ids: vec![STOP],
+        stop_strings: Vec::new(),
+    }
+}
+
+fn alone(model: &Pretrained, prompt: &[u32], budget: usize, seed: u64) -> Generation {
+    let out = generate(model, &[prompt.to_vec()], &params(budget, seed), None).unwrap();
+    out.into_iter().next().unwrap()
+}
+
+#[test]
+fn sequences_join_into_freed_slots_and_the_batch_compacts_without_changing_any_output() {
+    let model = Pretrained::load(common::fixtures().join("tiny-qwen2"), &common::device()).unwrap();
+    // (key, prompt, budget, seed); 8 first, then joiners.
+    let first: Vec<(usize, Vec<u32>, usize, u64)> = (0..8)
+        .map(|i| {
+            // Key 0 is long enough for the prefix cache and leaves first.
+            let (len, budget) = if i == 0 { (24, 2) } else { (5 + 3 * i, 40 + i) };
+            (i, context(len, i as u32), budget, 100 + i as u64)
+        })
+        .collect();
+    let mut batch = DecodeBatch::with_prefix_cache(4096);
+    let mut done: BTreeMap<usize, Generation> = BTreeMap::new();
+    let mut want: BTreeMap<usize, Generation> = BTreeMap::new();
+    let mut prompts: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+    for (key, prompt, budget, seed) in &first {
+        want.insert(*key, alone(&model, prompt, *budget, *seed));
+        prompts.insert(*key, prompt.clone());
+    }
+    let specs = first
+        .iter()
+        .map(|(k, p, b, s)| (*k, spec(p.clone(), *b, *s)))
+        .collect();
+    assert!(batch.admit(&model, specs).is_empty());
+    assert_eq!((batch.len(), batch.slots()), (8, 8));
+    // Key 0 (budget 2, or a stop) leaves within two steps; its slot stays, free.
+    while !done.contains_key(&0) {
+        done.extend(batch.step(&model, None));
+    }
+    let running = batch.len();
+    assert_eq!(batch.slots(), 8, "one free slot of eight is kept");
+    assert!(running < 8);
+
+    // A sequence longer than every running context joins into the free slot.
+    let long = context(60, 99);
+    assert!(long.len() > batch.positions());
+    want.insert(8, alone(&model, &long, 12, 108));
+    prompts.insert(8, long.clone());
+    assert!(
+        batch
+            .admit(&model, vec![(8, spec(long, 12, 108))])
+            .is_empty()
+    );
+    assert_eq!(
+        (batch.len(), batch.slots()),
+        (running + 1, 8),
+        "the joiner took a free slot"
+    );
+
+    // Key 0's next turn: its context, its output and an observation; the prefix cache
+    // holds the first part.
+    let mut next = prompts[&0].clone();
+    let out0 = &done[&0].new_ids;
+    next.extend_from_slice(&out0[..out0.len() - 1]);
+    next.extend(context(6, 42));
+    want.insert(9, alone(&model, &next, 9, 109));
+    assert!(
+        batch
+            .admit(&model, vec![(9, spec(next, 9, 109))])
+            .is_empty()
+    );
+    assert!(
+        batch.prefix_stats().0 >= 1,
+        "the next turn found its prefix"
+    );
+
+    let mut smallest = batch.slots();
+    while !batch.is_empty() {
+        done.extend(batch.step(&model, None));
+        smallest = smallest.min(batch.slots());
+        assert!(batch.is_empty() || 4 * (batch.slots() - batch.len()) <= batch.slots());
+    }
+    assert!(smallest < 8, "the batch was compacted as sequences left");
+    assert_eq!(done.len(), want.len());
+    for (key, got) in &done {
+        let want = &want[key];
+        assert_eq!(got.new_ids, want.new_ids, "sequence {key}");
+        assert_eq!(got.finish_reason, want.finish_reason, "sequence {key}");
+        for (a, b) in got.logprobs.iter().zip(&want.logprobs) {
+            assert!((a - b).abs() < 1e-4, "sequence {key}: logprob {a} vs {b}");
+        }
+    }
+}
