@@ -12,6 +12,7 @@
 
 #![warn(missing_docs)]
 
+mod lines;
 pub mod python;
 pub mod remote;
 pub mod wiki;

@@ -31,6 +31,7 @@ pub mod tools;
 pub use config::SandboxConfig;
 pub use process::Isolation;
 
+use crate::lines::{self, Line};
 use agentfly_core::Sample;
 use agentfly_core::env::{Env, EnvError};
 use process::{UidLease, kill_group};
@@ -39,7 +40,7 @@ use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 const KERNEL: &str = include_str!("kernel.py");
@@ -312,32 +313,23 @@ impl PythonSandbox {
 
     async fn read_line(&mut self, timeout: Duration) -> Result<Value, KernelError> {
         let kernel = self.kernel()?;
-        let mut line = Vec::new();
-        // Bounded: code can write to the kernel's channel too, and a line without end must
-        // not take the host's memory.
-        let mut limited = (&mut kernel.stdout).take(MAX_MESSAGE_BYTES);
-        let read = limited.read_until(b'\n', &mut line);
+        // Bounded: code can write to the kernel's channel too.
+        let read = lines::read_line(&mut kernel.stdout, MAX_MESSAGE_BYTES);
         match tokio::time::timeout(timeout, read).await {
             Err(_) => Err(KernelError::NoAnswer(timeout)),
             Ok(Err(e)) => Err(KernelError::Gone(format!("reading its answer failed: {e}"))),
-            Ok(Ok(0)) => {
-                // It closed its output; give it a moment to be reaped for its exit status.
-                let status = tokio::time::timeout(Duration::from_millis(500), kernel.child.wait())
-                    .await
-                    .ok()
-                    .and_then(Result::ok);
-                Err(KernelError::Gone(match status {
+            Ok(Ok(Line::Closed)) => Err(KernelError::Gone(
+                match lines::exit_status(&mut kernel.child).await {
                     Some(status) => format!("the interpreter exited ({status})"),
                     None => "the interpreter closed its output".to_string(),
-                }))
-            }
-            Ok(Ok(_)) if line.last() != Some(&b'\n') => Err(KernelError::Gone(format!(
+                },
+            )),
+            Ok(Ok(Line::TooLong)) => Err(KernelError::Gone(format!(
                 "it sent a message over {MAX_MESSAGE_BYTES} bytes"
             ))),
-            Ok(Ok(_)) => serde_json::from_slice(&line).map_err(|e| {
-                let shown: String = String::from_utf8_lossy(&line).chars().take(200).collect();
-                KernelError::Gone(format!("bad answer {shown:?}: {e}"))
-            }),
+            Ok(Ok(Line::Message(line))) => {
+                lines::parse(&line).map_err(|e| KernelError::Gone(format!("bad answer: {e}")))
+            }
         }
     }
 

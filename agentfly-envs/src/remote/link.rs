@@ -3,13 +3,14 @@
 //! every call by a timeout and every answer by a size.
 
 use super::config::{RemoteConfig, RemoteError};
+use crate::lines::{self, Line};
 use crate::python::process::kill_group;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 /// How much of a server's standard error is kept for error messages.
@@ -201,12 +202,7 @@ impl ChildServer {
         let exchange = async {
             self.stdin.write_all(line.as_bytes()).await?;
             self.stdin.flush().await?;
-            let mut answer = Vec::new();
-            (&mut self.stdout)
-                .take(self.max_bytes)
-                .read_until(b'\n', &mut answer)
-                .await?;
-            Ok::<_, std::io::Error>(answer)
+            lines::read_line(&mut self.stdout, self.max_bytes).await
         };
         let answer = match tokio::time::timeout(timeout, exchange).await {
             Err(_) => {
@@ -216,22 +212,20 @@ impl ChildServer {
                 });
             }
             Ok(Err(e)) => return Err(RemoteError::Lost(self.gone(&format!("{e}")).await)),
-            Ok(Ok(answer)) => answer,
+            Ok(Ok(Line::Closed)) => {
+                return Err(RemoteError::Lost(self.gone("it closed its output").await));
+            }
+            Ok(Ok(Line::TooLong)) => {
+                return Err(RemoteError::Lost(format!(
+                    "the server sent a message over {} bytes",
+                    self.max_bytes
+                )));
+            }
+            Ok(Ok(Line::Message(answer))) => answer,
         };
-        if answer.is_empty() {
-            return Err(RemoteError::Lost(self.gone("it closed its output").await));
-        }
-        if answer.last() != Some(&b'\n') {
-            return Err(RemoteError::Lost(format!(
-                "the server sent a message over {} bytes",
-                self.max_bytes
-            )));
-        }
         self.pending = false;
-        let message: Value = serde_json::from_slice(&answer).map_err(|e| {
-            let shown: String = String::from_utf8_lossy(&answer).chars().take(200).collect();
-            RemoteError::Lost(format!("the server's answer is not JSON ({e}): {shown:?}"))
-        })?;
+        let message = lines::parse(&answer)
+            .map_err(|e| RemoteError::Lost(format!("the server's answer is not JSON ({e})")))?;
         if message.get("id").and_then(Value::as_u64) != Some(id) {
             return Err(RemoteError::Lost(format!(
                 "the server answered request {:?}, not {id}",
@@ -243,10 +237,7 @@ impl ChildServer {
 
     /// Why the server is gone: its exit status and the tail of its stderr.
     async fn gone(&mut self, what: &str) -> String {
-        let status = tokio::time::timeout(Duration::from_millis(500), self.child.wait())
-            .await
-            .ok()
-            .and_then(Result::ok);
+        let status = lines::exit_status(&mut self.child).await;
         let tail = {
             let tail = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
             String::from_utf8_lossy(&tail.iter().copied().collect::<Vec<u8>>()).into_owned()

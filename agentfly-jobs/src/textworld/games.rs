@@ -89,9 +89,10 @@ pub fn write_splits(seed: u64, sizes: SplitSizes, dir: &Path) -> Result<(), JobE
         // The demonstrations play through a chain's context, as rollouts do.
         let mut ctx = CallContext::new();
         ctx.insert_env(env);
+        let toolbox = Toolbox::from_names(&["act"]).map_err(|e| state(&e))?;
         let mut demos = Vec::with_capacity(demo_games.len());
         for game in &demo_games {
-            demos.push(demonstration(&mut ctx, game).await?);
+            demos.push(demonstration(&toolbox, &mut ctx, game).await?);
         }
         Ok::<_, JobError>([
             ("train", train),
@@ -140,9 +141,13 @@ async fn games(
     Ok(out)
 }
 
-/// The game `sample` played by its gold action sequence through the `act` tool on the
-/// world in `ctx`: the conversation as a chain would have it.
-async fn demonstration(ctx: &mut CallContext, sample: &Sample) -> Result<Sample, JobError> {
+/// The game `sample` played by its gold action sequence through the `act` tool of
+/// `toolbox` on the world in `ctx`: the conversation as a chain would have it.
+async fn demonstration(
+    toolbox: &Toolbox,
+    ctx: &mut CallContext,
+    sample: &Sample,
+) -> Result<Sample, JobError> {
     let state = |e: &dyn std::fmt::Display| JobError::State(e.to_string());
     let mut fields = sample.fields.clone();
     fields.insert("gold".into(), json!(true));
@@ -155,7 +160,6 @@ async fn demonstration(ctx: &mut CallContext, sample: &Sample) -> Result<Sample,
     let first = first.map_err(|e| state(&e))?;
     let gold: Vec<String> =
         serde_json::from_value(first.info["gold_actions"].clone()).map_err(|e| state(&e))?;
-    let toolbox = Toolbox::from_names(&["act"]).map_err(|e| state(&e))?;
     let mut messages = vec![json!({"role": "user", "content": first.observation})];
     let mut ended = false;
     for action in &gold {
