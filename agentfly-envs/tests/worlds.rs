@@ -1,9 +1,13 @@
 //! The ready world servers on the real worlds (`.venv-worlds`, made by `scripts/setup`):
 //! TextWorldExpress and ScienceWorld episodes through `RemoteEnv`, solved by the games'
-//! own gold action sequences, and held out by their folds.
+//! own gold action sequences, and held out by their folds — over a child's stdio, and
+//! over HTTP with one server hosting several episodes at once.
 
 use agentfly_envs::{RemoteConfig, RemoteEnv, StepResult};
 use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 fn world(name: &str, config: Value) -> RemoteConfig {
@@ -124,4 +128,80 @@ async fn scienceworld_runs_through_the_same_bridge() {
         "{last:?}"
     );
     assert!(env.episode().total_reward >= 100.0 - last.score.unwrap_or(0.0));
+}
+
+/// A ready world's server run over HTTP on a free port, as a user would start it by hand
+/// (`python serve_textworld_express.py --http 8000`); killed on drop.
+struct HttpServer {
+    child: Child,
+    url: String,
+}
+
+impl HttpServer {
+    fn start(world: &str) -> HttpServer {
+        let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python");
+        let mut child = Command::new(agentfly_testdata::worlds_python())
+            .arg(python.join("worlds").join(format!("serve_{world}.py")))
+            .args(["--http", "0"])
+            .env("PYTHONPATH", &python)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the world's HTTP server");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().expect("stderr");
+        // Its stderr is read to the end (a JVM may write to it), the URL sent on.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://")) {
+                    let _ = tx.send(url.to_string());
+                }
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the server says where it listens");
+        HttpServer { child, url }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn textworld_express_over_http_plays_two_games_at_once_on_one_server() {
+    let server = HttpServer::start("textworld_express");
+    let config = RemoteConfig {
+        url: Some(server.url.clone()),
+        start_timeout: Duration::from_secs(120),
+        config: json!({"game": "twc", "params": "numLocations=1,numItemsToPutAway=2,includeDoors=0,limitInventorySize=0"}),
+        ..RemoteConfig::default()
+    };
+    let play = |index: usize| {
+        let config = config.clone();
+        async move {
+            let mut env = RemoteEnv::start(config).await.expect("an instance");
+            let first = reset(
+                &mut env,
+                json!({"index": index, "fold": "test", "gold": true}),
+            )
+            .await;
+            let mut last = first.clone();
+            for action in gold(&first) {
+                last = env.step(&action).await.expect("step");
+            }
+            (first.info["seed"].clone(), last)
+        }
+    };
+    let ((seed_a, a), (seed_b, b)) = tokio::join!(play(5), play(6));
+    assert_eq!((seed_a, seed_b), (json!(20005), json!(20006)));
+    for last in [a, b] {
+        assert!(last.done && !last.truncated, "{last:?}");
+        assert_eq!((last.success, last.score), (Some(true), Some(1.0)));
+    }
 }
