@@ -422,6 +422,9 @@ impl<K> DecodeBatch<K> {
             };
             if stop {
                 let row = self.slots[s].take().expect("a live slot");
+                if row.out.finish_reason == FinishReason::NonFinite {
+                    self.cache.clear_row(s);
+                }
                 self.remember(s, &row);
                 finished.push((row.key, row.out));
             }

@@ -193,6 +193,24 @@ impl KvCache {
         }
     }
 
+    /// Zeroes slot `slot` in every layer: a sequence whose logits were not finite may have
+    /// left NaNs there, which the next sequence in the slot would read through a masked
+    /// position (a zero attention weight times NaN is NaN).
+    pub fn clear_row(&mut self, slot: usize) {
+        for layer in &mut self.layers {
+            // Taken out, so the buffers are written in place.
+            if let Some((k, v)) = layer.take() {
+                let [_, heads, capacity, dim] = k.dims();
+                let zeros = Tensor::<4>::zeros([1, heads, capacity, dim], &k.device());
+                let to = [slot..slot + 1, 0..heads, 0..capacity, 0..dim];
+                *layer = Some((
+                    k.slice_assign(to.clone(), zeros.clone()),
+                    v.slice_assign(to, zeros),
+                ));
+            }
+        }
+    }
+
     /// A cache of the positions `start..start + len` of every row, or of row `row` alone,
     /// without spare room. A row is copied out of the buffers (a view would keep the whole
     /// batch's buffers alive), and only the part asked for is read: Burn's `select` would
@@ -260,5 +278,30 @@ mod tests {
         assert_eq!(k.dims(), want.dims());
         let diff = (k - want).abs().max().into_scalar::<f32>();
         assert_eq!(diff, 0.0);
+    }
+
+    #[test]
+    fn a_cleared_slot_is_zero_and_the_others_keep_their_values() {
+        let device = Device::flex();
+        let mut cache = KvCache::new(1);
+        let normal = Distribution::Normal(0.0, 1.0);
+        let rows = Tensor::<4>::random([3, 2, 5, 4], normal, &device);
+        cache.append(0, rows.clone(), rows.clone());
+        let nan = Tensor::<4>::full([1, 2, 5, 4], f32::NAN, &device);
+        let poisoned = KvCache {
+            layers: vec![Some((nan.clone(), nan))],
+            lens: vec![5],
+            write_at: None,
+        };
+        cache.write_row(1, &poisoned, 0, 0, 5);
+        cache.clear_row(1);
+        let (k, _) = cache.layers[0].clone().unwrap();
+        let slot = k.clone().narrow(0, 1, 1);
+        assert_eq!(slot.abs().max().into_scalar::<f32>(), 0.0);
+        for row in [0, 2] {
+            let got = k.clone().narrow(0, row, 1).narrow(2, 0, 5);
+            let want = rows.clone().narrow(0, row, 1);
+            assert_eq!((got - want).abs().max().into_scalar::<f32>(), 0.0);
+        }
     }
 }
