@@ -50,6 +50,9 @@ enum Command {
     Generate(commands::generate::Args),
     /// Write the logits of one forward pass to a safetensors file.
     Logits(commands::logits::Args),
+    /// Write a model (e.g. a trained policy) as a GGUF file for llama.cpp, keeping the
+    /// metadata of the GGUF it was trained from.
+    ExportGguf(commands::export_gguf::Args),
     /// Render a chat template over a conversation, exactly.
     Render(commands::render::Args),
     /// Run n chains per sample of a dataset and write the trajectories.
@@ -91,6 +94,7 @@ fn main() -> ExitCode {
             Command::Call(args) => commands::call::run(args),
             Command::Generate(args) => commands::generate::run(args),
             Command::Logits(args) => commands::logits::run(args),
+            Command::ExportGguf(args) => commands::export_gguf::run(args),
             Command::Render(args) => commands::render::run(args),
             Command::Rollout(args) => commands::rollout::run(args),
             Command::Tasks(TaskCommand::Arithmetic(args)) => commands::tasks::run(args),

@@ -364,3 +364,37 @@ dir = "out"
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn export_gguf_writes_a_model_that_computes_the_same_logits() {
+    let tmp = scratch();
+    let source = fixtures().join("tiny-qwen2-gguf/model.gguf");
+    let exported = tmp.path().join("exported.gguf");
+    let source_arg = source.to_str().unwrap();
+    agentfly(&[
+        "export-gguf",
+        "--model",
+        source_arg,
+        "--template",
+        source_arg,
+        "--dtype",
+        "f32",
+        "--out",
+        exported.to_str().unwrap(),
+    ]);
+    let logits = |model: &str| {
+        let out = tmp.path().join("logits.safetensors");
+        agentfly(&[
+            "logits",
+            "--model",
+            model,
+            "--ids",
+            "1,5,9,42,7",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        std::fs::read(out).unwrap()
+    };
+    let (before, after) = (logits(source_arg), logits(exported.to_str().unwrap()));
+    assert_eq!(before, after, "the exported model's logits differ");
+}

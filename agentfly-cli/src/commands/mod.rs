@@ -1,6 +1,7 @@
 //! One file per subcommand.
 
 pub mod call;
+pub mod export_gguf;
 pub mod fetch_corpus;
 pub mod fetch_model;
 pub mod generate;

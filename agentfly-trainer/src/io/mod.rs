@@ -8,7 +8,7 @@ mod safetensors;
 pub mod smollm2;
 mod weights;
 
-pub use gguf::{GgmlType, GgufFile, MetaValue, TensorInfo};
+pub use gguf::{GgmlType, GgufDtype, GgufFile, MetaValue, TensorInfo};
 pub use pretrained::Pretrained;
 pub use safetensors::{
     read_dir as read_safetensors_dir, read_file as read_safetensors_file,

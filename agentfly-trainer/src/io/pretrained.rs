@@ -168,6 +168,24 @@ impl Pretrained {
         ids
     }
 
+    /// Writes the weights as a GGUF file at `path` (F32 or F16) with the metadata —
+    /// tokenizer, chat template, hyperparameters — and tensor names of `template`, the GGUF
+    /// this model was first loaded from: what llama.cpp serves after a policy update.
+    pub fn save_gguf(
+        &self,
+        template: &Path,
+        dtype: super::GgufDtype,
+        path: &Path,
+    ) -> Result<(), ModelError> {
+        let template = GgufFile::open(template)?;
+        template.write_weights(
+            &self.decoder.to_weights(&self.config),
+            &self.config,
+            dtype,
+            path,
+        )
+    }
+
     /// Writes a Hugging Face directory: config.json, model.safetensors (f32),
     /// tokenizer.json and tokenizer_config.json (with the chat template).
     pub fn save(&self, dir: &Path) -> Result<(), ModelError> {

@@ -61,6 +61,9 @@ pub struct GgufFile {
     /// The tensor table, in file order.
     pub tensors: Vec<TensorInfo>,
     pub(super) data_start: u64,
+    /// Each metadata entry's key and its bytes' range in the file (key, type and value),
+    /// in file order: a written copy keeps the values' exact types.
+    pub(super) entries: Vec<(String, std::ops::Range<u64>)>,
 }
 
 /// The most dimensions a ggml tensor has.
@@ -183,10 +186,13 @@ impl GgufFile {
         let tensor_count = r.count("the tensor count", 32)?;
         let kv_count = r.count("the metadata count", 13)?;
         let mut metadata = HashMap::with_capacity(kv_count);
+        let mut entries = Vec::with_capacity(kv_count);
         for _ in 0..kv_count {
+            let start = r.pos;
             let key = r.string()?;
             let kind = r.u32()?;
             let value = r.value(kind, 0)?;
+            entries.push((key.clone(), start..r.pos));
             metadata.insert(key, value);
         }
         let mut tensors = Vec::with_capacity(tensor_count);
@@ -268,6 +274,7 @@ impl GgufFile {
             metadata,
             tensors,
             data_start,
+            entries,
         })
     }
 

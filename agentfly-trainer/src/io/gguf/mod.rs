@@ -15,13 +15,16 @@
 //! | `quant` | [`GgmlType`]: block sizes and dequantization (ggml's reference formulas) |
 //! | `names` | llama.cpp's tensor names → Hugging Face's, and the q/k un-permutation |
 //! | `tensors` | reading a tensor, and every weight under its Hugging Face name |
+//! | `write` | a trained model's weights written under a template file's metadata, F32 or F16 |
 
 mod file;
 mod meta;
 mod names;
 mod quant;
 mod tensors;
+mod write;
 
 pub use file::{GgufFile, MetaValue, TensorInfo};
 pub use meta::tokenizer_config;
 pub use quant::GgmlType;
+pub use write::GgufDtype;

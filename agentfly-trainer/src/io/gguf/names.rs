@@ -31,6 +31,24 @@ pub(super) fn hf_name(name: &str) -> Option<String> {
     Some(format!("model.layers.{layer}.{mapped}"))
 }
 
+/// Applies llama.cpp's q/k permutation (the inverse of [`unpermute`]): the rows of each
+/// head go from `[2, half]` to `[half, 2]`.
+pub(super) fn permute(data: &mut [f32], shape: &[usize], heads: usize) {
+    let (rows, cols) = (shape[0], shape[1]);
+    let half = rows / heads / 2;
+    let src = data.to_vec();
+    for h in 0..heads {
+        for i in 0..half {
+            for two in 0..2 {
+                let from = (h * 2 + two) * half + i;
+                let to = (h * half + i) * 2 + two;
+                data[to * cols..(to + 1) * cols]
+                    .copy_from_slice(&src[from * cols..(from + 1) * cols]);
+            }
+        }
+    }
+}
+
 /// Undoes llama.cpp's q/k permutation: rows of each head were reordered from
 /// `[2, half]` to `[half, 2]` (interleaved rotary pairs); transformers'
 /// `reverse_permute_weights` restores `[2, half]`.
@@ -72,6 +90,9 @@ mod tests {
                 }
             }
         }
+        let mut again = hf.clone();
+        permute(&mut again, &[rows, cols], heads);
+        assert_eq!(again, permuted);
         unpermute(&mut permuted, &[rows, cols], heads);
         assert_eq!(permuted, hf);
     }
