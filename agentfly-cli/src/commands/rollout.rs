@@ -4,10 +4,11 @@
 use super::model_args::ModelArgs;
 use agentfly_core::env::{EnvPool, EnvPools, PoolConfig};
 use agentfly_core::rollout::format::format_by_name;
-use agentfly_core::rollout::{ChainConfig, ChainSetup, Rollout};
+use agentfly_core::rollout::{ChainConfig, ChainSetup, Policy, Rollout};
 use agentfly_core::{Rewards, Toolbox, data};
 use agentfly_envs::{RemoteConfig, RemoteEnv};
 use agentfly_trainer::engine::{Engine, EngineConfig};
+use agentfly_trainer::server::{ServerConfig, ServerPolicy};
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
@@ -86,6 +87,11 @@ pub struct Args {
     /// Or a running remote-environment server (HTTP), e.g. `http://127.0.0.1:8000`.
     #[arg(long)]
     remote_url: Option<String>,
+    /// Generate on llama.cpp servers (`llama-server`) instead of the built-in engine:
+    /// their base URLs, comma-separated, used in turn. `--model` still gives the tokenizer
+    /// and chat template: the model the servers serve (see `agentfly export-gguf`).
+    #[arg(long, value_delimiter = ',')]
+    server: Vec<String>,
     /// Only the first N samples.
     #[arg(long)]
     limit: Option<usize>,
@@ -161,13 +167,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let model = args.model.load()?;
     let (tokenizer, template, end_of_turn) = model.chat_parts()?;
-    let engine = Engine::start(
-        model,
-        EngineConfig {
+    let (engine, server) = if args.server.is_empty() {
+        let config = EngineConfig {
             max_batch: args.max_batch,
             ..EngineConfig::default()
-        },
-    );
+        };
+        (Some(Engine::start(model, config)), None)
+    } else {
+        drop(model);
+        let config = ServerConfig {
+            urls: args.server.clone(),
+            ..ServerConfig::default()
+        };
+        (None, Some(ServerPolicy::new(config)?))
+    };
+    let policy: &dyn Policy = match (&engine, &server) {
+        (Some(engine), _) => engine,
+        (None, Some(server)) => server,
+        (None, None) => unreachable!("an engine or a server"),
+    };
     let config = ChainConfig {
         max_turns: args.max_turns,
         max_tokens_per_turn: args.max_tokens_per_turn,
@@ -187,7 +205,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let rollout = Rollout {
         setup: ChainSetup {
-            policy: &engine,
+            policy,
             toolbox: &toolbox,
             format: format.as_ref(),
             template: &template,
@@ -233,13 +251,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     runtime.shutdown_background();
     bar.finish_and_clear();
     drop(rollout);
-    let stats = engine.stats();
+    let stats = engine.as_ref().map(Engine::stats);
     drop(engine);
+    let server_stats = server.as_ref().map(ServerPolicy::stats);
 
     write_trajectories(&args.out, &output.trajectories)?;
     if args.json {
         let mut summary = serde_json::to_value(&output.summary)?;
         summary["engine"] = serde_json::to_value(&stats)?;
+        summary["server"] = serde_json::to_value(&server_stats)?;
         summary["env_pools"] = pool_metrics
             .iter()
             .map(|(name, m)| Ok((name.to_string(), serde_json::to_value(m)?)))
@@ -248,17 +268,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("{summary}");
     } else {
         println!("{}", output.summary);
-        println!(
-            "engine         {} requests, mean batch {:.1}, {} prefill passes ({} context tokens, {} reused from the prefix cache in {} hits), prefill {:.1} s, decode {:.1} s",
-            stats.requests,
-            stats.mean_batch(),
-            stats.prefills,
-            stats.prefill_tokens,
-            stats.prefix_reused_tokens,
-            stats.prefix_hits,
-            stats.prefill_seconds,
-            stats.decode_seconds
-        );
+        if let Some(stats) = stats {
+            println!(
+                "engine         {} requests, mean batch {:.1}, {} prefill passes ({} context tokens, {} reused from the prefix cache in {} hits), prefill {:.1} s, decode {:.1} s",
+                stats.requests,
+                stats.mean_batch(),
+                stats.prefills,
+                stats.prefill_tokens,
+                stats.prefix_reused_tokens,
+                stats.prefix_hits,
+                stats.prefill_seconds,
+                stats.decode_seconds
+            );
+        }
+        if let Some(s) = server_stats {
+            println!(
+                "servers        {} requests, {} retries, {} failures, {} tokens, {:.1} s summed",
+                s.requests, s.retries, s.failures, s.generated_tokens, s.seconds
+            );
+        }
         for (name, m) in &pool_metrics {
             println!(
                 "env pool       {name}: {} leases, {} created, {} replaced, wait p99 {:.0} ms",

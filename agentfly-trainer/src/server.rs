@@ -1,0 +1,343 @@
+//! Rollouts on inference servers: [`ServerPolicy`] is a [`Policy`] over llama.cpp's
+//! `llama-server`, token ids in and token ids with their log-probabilities out, so
+//! token-in/token-out holds as with the built-in engine. Several servers are used in turn;
+//! every request has a deadline, and one that cannot connect or times out is retried on
+//! the next server, a bounded number of times.
+//!
+//! The request (`POST /completion`) asks for exactly the sampling the chain asked for:
+//! the prompt as ids, only the `top_k`, `top_p` and `temperature` samplers (no min-p, no
+//! repetition penalty — llama.cpp's defaults would change the distribution), the request's
+//! seed, `return_tokens` for the sampled ids and `n_probs: 1` with `post_sampling_probs`
+//! for each one's probability under the sampling distribution. The server stops at the
+//! model's end-of-generation ids and at the stop strings; a request's other stop ids are
+//! applied here (the output is cut after the first).
+
+use agentfly_core::rollout::{GenerateRequest, Generated, GenerationEnd, Policy, PolicyError};
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Which servers, and how long to wait for them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// The servers' base URLs (e.g. `http://127.0.0.1:8080`), used in turn.
+    pub urls: Vec<String>,
+    /// The longest one request may take.
+    pub request_timeout: Duration,
+    /// How many times a request that could not connect or timed out is tried again (each
+    /// time on the next server).
+    pub retries: usize,
+    /// The largest answer read, in bytes.
+    pub max_answer_bytes: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            urls: Vec::new(),
+            request_timeout: Duration::from_secs(120),
+            retries: 2,
+            max_answer_bytes: 16 << 20,
+        }
+    }
+}
+
+/// What the servers have done so far.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ServerStats {
+    /// Requests answered.
+    pub requests: u64,
+    /// Attempts that failed and were retried.
+    pub retries: u64,
+    /// Requests that failed for good.
+    pub failures: u64,
+    /// Tokens generated.
+    pub generated_tokens: u64,
+    /// Summed seconds of the answered requests.
+    pub seconds: f64,
+}
+
+/// A [`Policy`] over llama.cpp servers (see the module's documentation).
+#[derive(Debug, Clone)]
+pub struct ServerPolicy {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: ServerConfig,
+    agent: ureq::Agent,
+    next: AtomicUsize,
+    stats: Mutex<ServerStats>,
+}
+
+/// Why one attempt failed: worth another server, or not.
+enum Failure {
+    Retry(String),
+    Fatal(String),
+}
+
+impl ServerPolicy {
+    /// A policy over `config.urls` (at least one).
+    pub fn new(config: ServerConfig) -> Result<Self, PolicyError> {
+        if config.urls.is_empty() {
+            return Err(PolicyError("a server policy needs at least one URL".into()));
+        }
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(config.request_timeout))
+            .build()
+            .into();
+        Ok(Self {
+            inner: Arc::new(Inner {
+                config,
+                agent,
+                next: AtomicUsize::new(0),
+                stats: Mutex::new(ServerStats::default()),
+            }),
+        })
+    }
+
+    /// What the servers have done so far.
+    pub fn stats(&self) -> ServerStats {
+        lock(&self.inner.stats).clone()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Policy for ServerPolicy {
+    fn generate(&self, request: GenerateRequest) -> BoxFuture<'_, Result<Generated, PolicyError>> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || inner.generate(&request))
+                .await
+                .map_err(|e| PolicyError(format!("the server request's task failed: {e}")))?
+        })
+    }
+}
+
+/// The `/completion` body asking for `r`'s sampling.
+fn body(r: &GenerateRequest) -> Value {
+    json!({
+        "prompt": r.context,
+        "n_predict": r.max_new_tokens,
+        "temperature": r.temperature,
+        "top_k": r.top_k,
+        "top_p": r.top_p,
+        "min_p": 0.0,
+        "samplers": ["top_k", "top_p", "temperature"],
+        "seed": r.seed,
+        "stop": r.stop_strings,
+        "n_probs": 1,
+        "post_sampling_probs": true,
+        "return_tokens": true,
+        "cache_prompt": true,
+        "stream": false,
+    })
+}
+
+/// The generation in a `/completion` answer, cut after the first of `stop_ids`.
+fn parse(answer: &Value, stop_ids: &[u32]) -> Result<Generated, String> {
+    let tokens = answer["tokens"]
+        .as_array()
+        .ok_or("the answer has no `tokens` (a llama.cpp server older than `return_tokens`?)")?;
+    let probs = answer["completion_probabilities"]
+        .as_array()
+        .ok_or("the answer has no `completion_probabilities`")?;
+    if probs.len() != tokens.len() {
+        return Err(format!(
+            "the answer has {} tokens but {} probabilities",
+            tokens.len(),
+            probs.len()
+        ));
+    }
+    let mut end = match answer["stop_type"].as_str() {
+        Some("eos" | "word") => GenerationEnd::Stop,
+        Some("limit") => GenerationEnd::Length,
+        other => return Err(format!("unexpected stop_type {other:?}")),
+    };
+    let (mut ids, mut logprobs) = (Vec::new(), Vec::new());
+    for (token, prob) in tokens.iter().zip(probs) {
+        let id = token
+            .as_u64()
+            .and_then(|id| u32::try_from(id).ok())
+            .ok_or_else(|| format!("token {token} is not an id"))?;
+        if prob["id"].as_u64().is_some_and(|p| p != u64::from(id)) {
+            return Err(format!(
+                "the probability of token {id} is for {}",
+                prob["id"]
+            ));
+        }
+        let p = prob["prob"]
+            .as_f64()
+            .ok_or_else(|| format!("no probability for token {id}: {prob}"))?;
+        ids.push(id);
+        logprobs.push(p.ln() as f32);
+        if stop_ids.contains(&id) {
+            end = GenerationEnd::Stop;
+            break;
+        }
+    }
+    Ok(Generated { ids, logprobs, end })
+}
+
+impl Inner {
+    fn generate(&self, request: &GenerateRequest) -> Result<Generated, PolicyError> {
+        let body = body(request).to_string();
+        let start = Instant::now();
+        let mut why = String::new();
+        // Requests start on the servers in turn; a retry goes on to the next server, so
+        // every server is tried before any is tried twice.
+        let first = self.next.fetch_add(1, Ordering::Relaxed);
+        for attempt in 0..=self.config.retries {
+            let url = &self.config.urls[(first + attempt) % self.config.urls.len()];
+            match self.attempt(url, &body, &request.stop_ids) {
+                Ok(generated) => {
+                    let mut stats = lock(&self.stats);
+                    stats.requests += 1;
+                    stats.generated_tokens += generated.ids.len() as u64;
+                    stats.seconds += start.elapsed().as_secs_f64();
+                    return Ok(generated);
+                }
+                Err(Failure::Fatal(e)) => {
+                    lock(&self.stats).failures += 1;
+                    return Err(PolicyError(format!("{url}: {e}")));
+                }
+                Err(Failure::Retry(e)) => {
+                    why = format!("{url}: {e}");
+                    if attempt < self.config.retries {
+                        lock(&self.stats).retries += 1;
+                    }
+                }
+            }
+        }
+        lock(&self.stats).failures += 1;
+        Err(PolicyError(format!(
+            "no server answered after {} attempts; the last: {why}",
+            self.config.retries + 1
+        )))
+    }
+
+    fn attempt(&self, url: &str, body: &str, stop_ids: &[u32]) -> Result<Generated, Failure> {
+        let endpoint = format!("{}/completion", url.trim_end_matches('/'));
+        let mut response = self
+            .agent
+            .post(&endpoint)
+            .header("Content-Type", "application/json")
+            .send(body)
+            .map_err(|e| match e {
+                ureq::Error::Timeout(_) => Failure::Retry(format!(
+                    "no answer within {:.0?}",
+                    self.config.request_timeout
+                )),
+                other => Failure::Retry(other.to_string()),
+            })?;
+        let status = response.status().as_u16();
+        let text = response
+            .body_mut()
+            .with_config()
+            .limit(self.config.max_answer_bytes)
+            .read_to_string()
+            .map_err(|e| Failure::Retry(format!("reading the answer: {e}")))?;
+        let answer: Value = serde_json::from_str(&text).map_err(|e| {
+            let shown: String = text.chars().take(200).collect();
+            Failure::Fatal(format!("the answer is not JSON ({e}): {shown:?}"))
+        })?;
+        match status {
+            200 => parse(&answer, stop_ids).map_err(Failure::Fatal),
+            // Busy or restarting (a weight update): another server, or later.
+            503 => Err(Failure::Retry(format!("HTTP 503: {}", answer["error"]))),
+            _ => Err(Failure::Fatal(format!(
+                "HTTP {status}: {}",
+                answer["error"]
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_become_ids_and_log_probabilities_cut_at_a_stop_id() {
+        let answer = json!({
+            "tokens": [5, 9, 2, 7],
+            "completion_probabilities": [
+                {"id": 5, "prob": 0.5}, {"id": 9, "prob": 1.0},
+                {"id": 2, "prob": 0.25}, {"id": 7, "prob": 0.1}
+            ],
+            "stop_type": "limit"
+        });
+        let g = parse(&answer, &[2]).unwrap();
+        assert_eq!(g.ids, [5, 9, 2]);
+        assert_eq!(g.end, GenerationEnd::Stop);
+        let want = [0.5f32.ln(), 0.0, 0.25f32.ln()];
+        for (a, b) in g.logprobs.iter().zip(want) {
+            assert!((a - b).abs() < 1e-6);
+        }
+        let whole = parse(&answer, &[]).unwrap();
+        assert_eq!((whole.ids.len(), whole.end), (4, GenerationEnd::Length));
+    }
+
+    #[test]
+    fn malformed_answers_are_errors_that_say_what_is_wrong() {
+        let cases = [
+            (json!({"content": "hi"}), "no `tokens`"),
+            (
+                json!({"tokens": [1], "completion_probabilities": [], "stop_type": "eos"}),
+                "1 tokens but 0 probabilities",
+            ),
+            (
+                json!({"tokens": [1], "completion_probabilities": [{"id": 3, "prob": 1.0}], "stop_type": "eos"}),
+                "is for 3",
+            ),
+            (
+                json!({"tokens": [1], "completion_probabilities": [{"id": 1}], "stop_type": "eos"}),
+                "no probability",
+            ),
+            (
+                json!({"tokens": [], "completion_probabilities": [], "stop_type": "none"}),
+                "unexpected stop_type",
+            ),
+        ];
+        for (answer, want) in cases {
+            let err = parse(&answer, &[]).unwrap_err();
+            assert!(err.contains(want), "{err} (wanted {want})");
+        }
+    }
+
+    #[test]
+    fn a_server_that_is_not_there_is_retried_then_named() {
+        let policy = ServerPolicy::new(ServerConfig {
+            // Port 9 (discard) on localhost: nothing listens.
+            urls: vec!["http://127.0.0.1:9".into(), "http://127.0.0.1:9/".into()],
+            request_timeout: Duration::from_secs(2),
+            retries: 2,
+            ..ServerConfig::default()
+        })
+        .unwrap();
+        let request = GenerateRequest {
+            context: vec![1, 2, 3],
+            max_new_tokens: 4,
+            stop_ids: vec![],
+            stop_strings: vec![],
+            temperature: 0.0,
+            top_p: 1.0,
+            top_k: 0,
+            seed: 0,
+        };
+        let err = policy.inner.generate(&request).unwrap_err();
+        assert!(
+            err.0.contains("no server answered after 3 attempts"),
+            "{err}"
+        );
+        let stats = policy.stats();
+        assert_eq!((stats.retries, stats.failures, stats.requests), (2, 1, 0));
+    }
+}
