@@ -12,35 +12,20 @@
 
 mod common;
 
-use agentfly_core::env::{EnvPools, PoolConfig};
-use agentfly_core::rollout::format::Hermes;
-use agentfly_core::rollout::{ChainConfig, ChainSetup, Policy, Rollout, RolloutOutput};
-use agentfly_core::{Rewards, Sample, Toolbox};
+use agentfly_core::Sample;
+use agentfly_core::rollout::{Policy, RolloutOutput};
 use agentfly_trainer::Pretrained;
 use agentfly_trainer::engine::{Engine, EngineConfig};
 use agentfly_trainer::io::GgufDtype;
 use agentfly_trainer::server::{ServerConfig, ServerPolicy};
-use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 agentfly_core::link!(agentfly_tools);
 
-const SYSTEM: &str = "You solve arithmetic problems with tools. Call a tool by writing \
-<tool_call>{\"name\": \"calculator\", \"arguments\": {\"expression\": \"2 + 3 * 4\"}}</tool_call>. \
-When you know the answer, submit it with \
-<tool_call>{\"name\": \"submit_answer\", \"arguments\": {\"answer\": \"14\"}}</tool_call>.";
-
 fn samples() -> Vec<Sample> {
-    let shot = [
-        json!({"role": "user", "content": "What is 17 * 3?"}),
-        json!({"role": "assistant", "content": "<tool_call>{\"name\": \"calculator\", \"arguments\": {\"expression\": \"17 * 3\"}}</tool_call>"}),
-        json!({"role": "tool", "name": "calculator", "content": "51"}),
-        json!({"role": "assistant", "content": "<tool_call>{\"name\": \"submit_answer\", \"arguments\": {\"answer\": \"51\"}}</tool_call>"}),
-        json!({"role": "tool", "name": "submit_answer", "content": "Answer submitted: 51"}),
-    ];
-    [
+    common::calculator_samples(&[
         ("a", "What is 123 * 45?", 5535),
         ("b", "What is 987 + 654?", 1641),
         ("c", "What is 56 * 78?", 4368),
@@ -49,14 +34,7 @@ fn samples() -> Vec<Sample> {
             "A box holds 12 pens. How many pens are in 9 boxes?",
             108,
         ),
-    ]
-    .into_iter()
-    .map(|(id, q, answer)| {
-        let mut messages = shot.to_vec();
-        messages.push(json!({"role": "user", "content": q}));
-        Sample::new(id, json!({"messages": messages, "answer": answer}))
-    })
-    .collect()
+    ])
 }
 
 fn llama_server() -> PathBuf {
@@ -123,37 +101,16 @@ impl Drop for Server {
 
 fn roll(model: &Pretrained, policy: &dyn Policy, temperature: f32, seed: u64) -> RolloutOutput {
     let (tokenizer, template, eos) = model.chat_parts().unwrap();
-    let toolbox = Toolbox::from_names(&["calculator", "submit_answer"]).unwrap();
-    let rewards = Rewards::from_names(&["exact_numeric"]).unwrap();
-    let config = ChainConfig {
-        max_turns: 3,
-        max_tokens_per_turn: 40,
-        system_prompt: SYSTEM.into(),
+    common::CalculatorRollout {
+        policy,
+        tokenizer: &tokenizer,
+        template: &template,
+        eos: &eos,
         temperature,
-        ..ChainConfig::default()
-    };
-    let rollout = Rollout {
-        setup: ChainSetup {
-            policy,
-            toolbox: &toolbox,
-            format: &Hermes,
-            template: &template,
-            tokenizer: &tokenizer,
-            end_of_turn: &eos,
-            rewards: Some((&rewards, "exact_numeric")),
-            config: &config,
-        },
-        pools: EnvPools::new(PoolConfig::default()),
         chains: 2,
         concurrency: 8,
-        seed,
-    };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(rollout.run(&samples(), |_| {}))
+    }
+    .run(&samples(), seed)
 }
 
 #[test]

@@ -6,44 +6,23 @@
 mod common;
 
 use agentfly_core::chat::{ChatTemplate, Conversation, Tokenizer};
-use agentfly_core::env::{EnvPools, PoolConfig};
-use agentfly_core::rollout::format::Hermes;
-use agentfly_core::rollout::{
-    ChainConfig, ChainSetup, Rollout, RolloutOutput, Trajectory, sample_messages,
-};
-use agentfly_core::{Rewards, Sample, Toolbox};
+use agentfly_core::rollout::{RolloutOutput, Trajectory, sample_messages};
+use agentfly_core::{Sample, Toolbox};
 use agentfly_trainer::Pretrained;
 use agentfly_trainer::engine::{Engine, EngineConfig};
 use serde_json::{Value, json};
 
 agentfly_core::link!(agentfly_tools);
 
-const SYSTEM: &str = "You solve arithmetic problems with tools. Call a tool by writing \
-<tool_call>{\"name\": \"calculator\", \"arguments\": {\"expression\": \"2 + 3 * 4\"}}</tool_call>. \
-When you know the answer, submit it with \
-<tool_call>{\"name\": \"submit_answer\", \"arguments\": {\"answer\": \"14\"}}</tool_call>.";
+const SYSTEM: &str = common::CALCULATOR_SYSTEM;
 
-/// One worked example before the question, so the small model uses the tools.
+/// One worked example before each question, so the small model uses the tools.
 fn samples() -> Vec<Sample> {
-    let shot = [
-        json!({"role": "user", "content": "What is 17 * 3?"}),
-        json!({"role": "assistant", "content": "<tool_call>{\"name\": \"calculator\", \"arguments\": {\"expression\": \"17 * 3\"}}</tool_call>"}),
-        json!({"role": "tool", "name": "calculator", "content": "51"}),
-        json!({"role": "assistant", "content": "<tool_call>{\"name\": \"submit_answer\", \"arguments\": {\"answer\": \"51\"}}</tool_call>"}),
-        json!({"role": "tool", "name": "submit_answer", "content": "Answer submitted: 51"}),
-    ];
-    [
+    common::calculator_samples(&[
         ("a", "What is 123 * 45?", 5535),
         ("b", "What is 987 + 654?", 1641),
         ("c", "What is 56 * 78?", 4368),
-    ]
-    .into_iter()
-    .map(|(id, q, answer)| {
-        let mut messages = shot.to_vec();
-        messages.push(json!({"role": "user", "content": q}));
-        Sample::new(id, json!({"messages": messages, "answer": answer}))
-    })
-    .collect()
+    ])
 }
 
 struct Parts {
@@ -65,37 +44,16 @@ fn parts() -> Parts {
 }
 
 fn roll(p: &Parts, samples: &[Sample], seed: u64) -> RolloutOutput {
-    let toolbox = Toolbox::from_names(&["calculator", "submit_answer"]).unwrap();
-    let rewards = Rewards::from_names(&["exact_numeric"]).unwrap();
-    let config = ChainConfig {
-        max_turns: 3,
-        max_tokens_per_turn: 40,
-        system_prompt: SYSTEM.into(),
+    common::CalculatorRollout {
+        policy: &p.engine,
+        tokenizer: &p.tokenizer,
+        template: &p.template,
+        eos: &p.eos,
         temperature: 0.7,
-        ..ChainConfig::default()
-    };
-    let rollout = Rollout {
-        setup: ChainSetup {
-            policy: &p.engine,
-            toolbox: &toolbox,
-            format: &Hermes,
-            template: &p.template,
-            tokenizer: &p.tokenizer,
-            end_of_turn: &p.eos,
-            rewards: Some((&rewards, "exact_numeric")),
-            config: &config,
-        },
-        pools: EnvPools::new(PoolConfig::default()),
         chains: 3,
         concurrency: 16,
-        seed,
-    };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(rollout.run(samples, |_| {}))
+    }
+    .run(samples, seed)
 }
 
 /// Decoding the trajectory gives the template's rendering of its conversation.

@@ -31,17 +31,19 @@ pub(super) fn hf_name(name: &str) -> Option<String> {
     Some(format!("model.layers.{layer}.{mapped}"))
 }
 
-/// Applies llama.cpp's q/k permutation (the inverse of [`unpermute`]): the rows of each
-/// head go from `[2, half]` to `[half, 2]`.
-pub(super) fn permute(data: &mut [f32], shape: &[usize], heads: usize) {
+/// Moves the rows of each of `heads` heads between Hugging Face's rotate-half order
+/// (`[2, half]`) and llama.cpp's interleaved rotary pairs (`[half, 2]`): to llama.cpp's
+/// when `to_llama`, back otherwise (transformers' `reverse_permute_weights`).
+fn reorder(data: &mut [f32], shape: &[usize], heads: usize, to_llama: bool) {
     let (rows, cols) = (shape[0], shape[1]);
     let half = rows / heads / 2;
     let src = data.to_vec();
     for h in 0..heads {
         for i in 0..half {
             for two in 0..2 {
-                let from = (h * 2 + two) * half + i;
-                let to = (h * half + i) * 2 + two;
+                let hf = (h * 2 + two) * half + i;
+                let llama = (h * half + i) * 2 + two;
+                let (from, to) = if to_llama { (hf, llama) } else { (llama, hf) };
                 data[to * cols..(to + 1) * cols]
                     .copy_from_slice(&src[from * cols..(from + 1) * cols]);
             }
@@ -49,24 +51,14 @@ pub(super) fn permute(data: &mut [f32], shape: &[usize], heads: usize) {
     }
 }
 
-/// Undoes llama.cpp's q/k permutation: rows of each head were reordered from
-/// `[2, half]` to `[half, 2]` (interleaved rotary pairs); transformers'
-/// `reverse_permute_weights` restores `[2, half]`.
+/// Applies llama.cpp's q/k permutation (for writing a GGUF).
+pub(super) fn permute(data: &mut [f32], shape: &[usize], heads: usize) {
+    reorder(data, shape, heads, true);
+}
+
+/// Undoes llama.cpp's q/k permutation (for reading a GGUF).
 pub(super) fn unpermute(data: &mut [f32], shape: &[usize], heads: usize) {
-    let (rows, cols) = (shape[0], shape[1]);
-    let half = rows / heads / 2;
-    let src = data.to_vec();
-    for h in 0..heads {
-        for i in 0..half {
-            for two in 0..2 {
-                // file row index: h, i, two ; HF row index: h, two, i
-                let from = (h * half + i) * 2 + two;
-                let to = (h * 2 + two) * half + i;
-                data[to * cols..(to + 1) * cols]
-                    .copy_from_slice(&src[from * cols..(from + 1) * cols]);
-            }
-        }
-    }
+    reorder(data, shape, heads, false);
 }
 
 #[cfg(test)]
