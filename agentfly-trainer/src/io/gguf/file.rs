@@ -6,7 +6,7 @@ use super::quant::GgmlType;
 use crate::error::ModelError;
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 /// A metadata value.
@@ -248,11 +248,7 @@ impl GgufFile {
                 size,
             });
         }
-        let alignment = match metadata.get("general.alignment") {
-            Some(MetaValue::Int(a)) if *a > 0 => *a as u64,
-            _ => 32,
-        };
-        let data_start = r.pos.div_ceil(alignment) * alignment;
+        let data_start = align_up(r.pos, alignment(&metadata));
         for t in &tensors {
             let end = data_start
                 .checked_add(t.offset)
@@ -282,4 +278,27 @@ impl GgufFile {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// `len` bytes of the file from byte `start`.
+    pub(super) fn bytes_at(&self, start: u64, len: usize) -> Result<Vec<u8>, ModelError> {
+        let mut bytes = vec![0u8; len];
+        let mut file = &self.file;
+        file.seek(SeekFrom::Start(start))
+            .and_then(|_| file.read_exact(&mut bytes))
+            .map_err(ModelError::io(&self.path))?;
+        Ok(bytes)
+    }
+}
+
+/// The data section's alignment: `general.alignment`, 32 by default.
+pub(super) fn alignment(metadata: &HashMap<String, MetaValue>) -> u64 {
+    match metadata.get("general.alignment") {
+        Some(MetaValue::Int(a)) if *a > 0 => *a as u64,
+        _ => 32,
+    }
+}
+
+/// `n` rounded up to a multiple of `alignment`.
+pub(super) fn align_up(n: u64, alignment: u64) -> u64 {
+    n.div_ceil(alignment) * alignment
 }

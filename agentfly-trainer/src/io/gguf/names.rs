@@ -1,5 +1,7 @@
 //! llama.cpp's tensor names and layouts → Hugging Face's.
 
+use crate::model::ModelConfig;
+
 /// The Hugging Face name of a llama.cpp tensor name.
 pub(super) fn hf_name(name: &str) -> Option<String> {
     let fixed = match name {
@@ -48,6 +50,19 @@ fn reorder(data: &mut [f32], shape: &[usize], heads: usize, to_llama: bool) {
                     .copy_from_slice(&src[from * cols..(from + 1) * cols]);
             }
         }
+    }
+}
+
+/// The heads whose rows llama.cpp's llama architecture interleaves in Hugging Face tensor
+/// `hf`: the query heads for `q_proj.weight`, the key/value heads for `k_proj.weight`;
+/// `None` for every other tensor.
+pub(super) fn permuted_heads(hf: &str, config: &ModelConfig) -> Option<usize> {
+    if hf.ends_with("q_proj.weight") {
+        Some(config.num_attention_heads)
+    } else if hf.ends_with("k_proj.weight") {
+        Some(config.kv_heads())
+    } else {
+        None
     }
 }
 
