@@ -103,6 +103,12 @@ pub struct Args {
     json: bool,
 }
 
+/// What generates: the built-in engine, or llama.cpp servers.
+enum Generator {
+    Engine(Engine),
+    Servers(ServerPolicy),
+}
+
 /// The remote world the options name, if any.
 fn remote_config(args: &Args) -> anyhow::Result<Option<RemoteConfig>> {
     let config: serde_json::Value = serde_json::from_str(&args.world_config)
@@ -167,24 +173,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let model = args.model.load()?;
     let (tokenizer, template, end_of_turn) = model.chat_parts()?;
-    let (engine, server) = if args.server.is_empty() {
+    let generator = if args.server.is_empty() {
         let config = EngineConfig {
             max_batch: args.max_batch,
             ..EngineConfig::default()
         };
-        (Some(Engine::start(model, config)), None)
+        Generator::Engine(Engine::start(model, config))
     } else {
         drop(model);
         let config = ServerConfig {
             urls: args.server.clone(),
             ..ServerConfig::default()
         };
-        (None, Some(ServerPolicy::new(config)?))
+        Generator::Servers(ServerPolicy::new(config)?)
     };
-    let policy: &dyn Policy = match (&engine, &server) {
-        (Some(engine), _) => engine,
-        (None, Some(server)) => server,
-        (None, None) => unreachable!("an engine or a server"),
+    let policy: &dyn Policy = match &generator {
+        Generator::Engine(engine) => engine,
+        Generator::Servers(servers) => servers,
     };
     let config = ChainConfig {
         max_turns: args.max_turns,
@@ -251,9 +256,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     runtime.shutdown_background();
     bar.finish_and_clear();
     drop(rollout);
-    let stats = engine.as_ref().map(Engine::stats);
-    drop(engine);
-    let server_stats = server.as_ref().map(ServerPolicy::stats);
+    let (stats, server_stats) = match generator {
+        Generator::Engine(engine) => (Some(engine.stats()), None),
+        Generator::Servers(servers) => (None, Some(servers.stats())),
+    };
 
     write_trajectories(&args.out, &output.trajectories)?;
     if args.json {

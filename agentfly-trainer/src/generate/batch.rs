@@ -342,9 +342,7 @@ impl<K> DecodeBatch<K> {
         if 4 * (self.slots.len() - live) <= self.slots.len() {
             return per_slot;
         }
-        let kept: Vec<usize> = (0..self.slots.len())
-            .filter(|&s| self.slots[s].is_some())
-            .collect();
+        let kept = self.live_slots();
         let device = self.cache_device();
         let index = int_tensor(kept.iter().map(|&s| s as i64).collect(), [live], &device);
         self.cache.select_rows(index.clone());
@@ -355,6 +353,13 @@ impl<K> DecodeBatch<K> {
             return per_slot;
         }
         kept.iter().map(|&s| per_slot[s]).collect()
+    }
+
+    /// The slots holding a sequence, in order.
+    fn live_slots(&self) -> Vec<usize> {
+        (0..self.slots.len())
+            .filter(|&s| self.slots[s].is_some())
+            .collect()
     }
 
     fn cache_device(&self) -> Device {
@@ -378,9 +383,7 @@ impl<K> DecodeBatch<K> {
         let device = logits.device();
         let vocab = logits.dims()[1];
         let mut host: Vec<f32> = logits.into_data().try_to_vec().expect("f32 logits");
-        let live: Vec<usize> = (0..self.slots.len())
-            .filter(|&s| self.slots[s].is_some())
-            .collect();
+        let live = self.live_slots();
         if live.len() < self.slots.len() {
             // Only the live slots' rows are sampled.
             host = live

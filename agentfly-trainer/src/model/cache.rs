@@ -65,12 +65,7 @@ impl KvCache {
 
     /// Nothing cached yet?
     pub fn is_empty(&self) -> bool {
-        self.layers.iter().all(Option::is_none)
-    }
-
-    /// Rows of the buffers (0 before the first pass).
-    pub fn rows(&self) -> usize {
-        self.first().map_or(0, |k| k.dims()[0])
+        self.len() == 0
     }
 
     /// Positions the buffers hold, used or not.
