@@ -90,6 +90,7 @@ impl Policy for ReadingPolicy {
                 logprobs: vec![-0.25; ids.len()],
                 ids,
                 end: GenerationEnd::Stop,
+                policy_version: 0,
             })
         })
     }

@@ -125,6 +125,7 @@ impl Policy for Player {
                 logprobs: vec![-0.1; ids.len()],
                 ids,
                 end: GenerationEnd::Stop,
+                policy_version: 0,
             })
         })
     }

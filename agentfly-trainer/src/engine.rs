@@ -15,6 +15,7 @@ use agentfly_core::rollout::{GenerateRequest, Generated, GenerationEnd, Policy, 
 use futures_util::future::BoxFuture;
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -133,6 +134,8 @@ enum Command {
 pub struct Engine {
     sender: Mutex<Option<mpsc::Sender<Command>>>,
     stats: Arc<Mutex<EngineStats>>,
+    /// The version of the weights served ([`Engine::load_weights`]).
+    version: Arc<AtomicU64>,
     thread: Option<JoinHandle<()>>,
     max_context: usize,
     request_timeout: Duration,
@@ -155,6 +158,7 @@ impl Engine {
         }
         let (sender, receiver) = mpsc::channel();
         let stats = Arc::new(Mutex::new(EngineStats::default()));
+        let version = Arc::new(AtomicU64::new(0));
         let max_context = model.config.max_position_embeddings;
         let (request_timeout, task_timeout) = (config.request_timeout, config.task_timeout);
         let worker = Worker {
@@ -164,6 +168,7 @@ impl Engine {
             batch: DecodeBatch::with_prefix_cache(config.prefix_cache_tokens),
             config,
             stats: stats.clone(),
+            version: version.clone(),
             open: true,
         };
         let thread = std::thread::Builder::new()
@@ -173,6 +178,7 @@ impl Engine {
         Self {
             sender: Mutex::new(Some(sender)),
             stats,
+            version,
             thread: Some(thread),
             max_context,
             request_timeout,
@@ -218,6 +224,26 @@ impl Engine {
             )),
             mpsc::RecvTimeoutError::Disconnected => stopped(),
         })
+    }
+
+    /// Serves `decoder` from now on, as the weights of `version` (recorded in every later
+    /// generation): once the running sequences have finished, as [`Engine::with_model`].
+    pub fn load_weights(
+        &self,
+        decoder: crate::model::Decoder,
+        version: u64,
+    ) -> Result<(), PolicyError> {
+        let served = self.version.clone();
+        self.with_model(move |model| {
+            model.decoder = decoder;
+            served.store(version, Ordering::SeqCst);
+        })
+    }
+
+    /// Names the weights served now the policy of `version` (unchanged weights that took a
+    /// new number); call it when no sequence is running.
+    pub fn set_policy_version(&self, version: u64) {
+        self.version.store(version, Ordering::SeqCst);
     }
 
     /// Stops accepting requests, lets the running ones finish and joins the thread.
@@ -273,6 +299,7 @@ struct Worker {
     pending: VecDeque<Command>,
     batch: DecodeBatch<Reply>,
     stats: Arc<Mutex<EngineStats>>,
+    version: Arc<AtomicU64>,
     /// The engine still accepts requests.
     open: bool,
 }
@@ -469,6 +496,7 @@ impl Worker {
                 ids: generation.new_ids,
                 logprobs: generation.logprobs,
                 end,
+                policy_version: self.version.load(Ordering::SeqCst),
             }));
         }
     }

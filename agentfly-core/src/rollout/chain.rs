@@ -231,6 +231,7 @@ impl ChainSetup<'_> {
             let mut turn = Turn {
                 start: trajectory.tokens.len(),
                 generate_seconds: gen_start.elapsed().as_secs_f64(),
+                policy_version: generated.policy_version,
                 ..Turn::default()
             };
             Self::push(trajectory, &generated.ids, Some(&generated.logprobs));

@@ -44,6 +44,9 @@ pub struct Generated {
     pub logprobs: Vec<f32>,
     /// Why it stopped.
     pub end: GenerationEnd,
+    /// The version of the weights that generated it (the trainer counts RL updates; a
+    /// policy whose weights never change says 0).
+    pub policy_version: u64,
 }
 
 /// The policy could not generate.
@@ -111,6 +114,7 @@ impl Policy for ScriptedPolicy {
                 logprobs: vec![-0.5; ids.len()],
                 ids,
                 end,
+                policy_version: 0,
             })
         })
     }

@@ -61,6 +61,10 @@ pub struct Turn {
     pub generate_seconds: f64,
     /// Seconds spent in tools.
     pub tool_seconds: f64,
+    /// The version of the policy's weights that sampled this turn
+    /// ([`Generated::policy_version`](super::Generated::policy_version)).
+    #[serde(default)]
+    pub policy_version: u64,
 }
 
 /// One chain's trajectory.

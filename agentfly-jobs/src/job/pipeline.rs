@@ -124,6 +124,9 @@ fn rl(job: &Job, trainer: &mut Trainer, val: &[Sample]) -> Result<(), JobError> 
         }
         Ok(())
     })?;
+    if let Some(line) = trainer.generator_summary() {
+        println!("    {line}");
+    }
     Ok(())
 }
 

@@ -11,6 +11,7 @@ use agentfly_trainer::run::{
     AgentSection, AlgorithmSection, DataSection, ModelSection, OutputSection, RolloutSection,
     RowShape, SftSection, TrainSection, TrainerConfig,
 };
+use agentfly_trainer::server::LlamaServerConfig;
 use agentfly_trainer::train::{LossAggregation, OptimConfig, PolicyLossConfig};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -70,6 +71,9 @@ pub struct Settings {
     /// Roll out the next step's batch during each update (`rollout.overlap`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub overlap: bool,
+    /// Roll out on llama.cpp servers the trainer runs (`rollout.llama_server`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub llama_server: bool,
     /// The training rows' shape; one row per turn learns with a per-sequence mean
     /// (`seq-mean-token-mean`), as L0's step-level samples do — under the default
     /// token-mean the two shapes give the same loss.
@@ -105,6 +109,7 @@ impl Settings {
             eval_every: 5,
             lora: None,
             overlap: args.overlap,
+            llama_server: args.llama_server,
             rows: RowShape::Trajectory,
         };
         if args.full {
@@ -239,7 +244,15 @@ impl Settings {
         };
         let lora = if args.lora { "-lora" } else { "" };
         let overlap = if args.overlap { "-overlap" } else { "" };
-        let run = format!("target/runs/{}{preset}{lora}{overlap}", task.command());
+        let server = if args.llama_server {
+            "-llama-server"
+        } else {
+            ""
+        };
+        let run = format!(
+            "target/runs/{}{preset}{lora}{overlap}{server}",
+            task.command()
+        );
         PathBuf::from(match task {
             Task::Calculator | Task::TextWorld => run,
             Task::WikiQa(format) => format!("{run}/{}", format.name()),
@@ -303,6 +316,12 @@ impl Settings {
                 samples_per_step: self.samples_per_step,
                 max_rounds: self.max_rounds,
                 overlap: self.overlap,
+                // The servers take their metadata from the GGUF the run started from (the
+                // RL run itself starts from the SFT model's directory).
+                llama_server: self.llama_server.then(|| LlamaServerConfig {
+                    gguf: Some(self.model.clone()),
+                    ..LlamaServerConfig::default()
+                }),
                 ..self.task.rollout()
             },
             algorithm: AlgorithmSection {
@@ -397,6 +416,7 @@ mod tests {
                 &["--smoke"],
                 &["--lora"],
                 &["--overlap"],
+                &["--llama-server"],
             ] {
                 let mut argv = vec!["--algorithm", algorithm, "--format-bonus", "0.1"];
                 argv.extend_from_slice(preset);

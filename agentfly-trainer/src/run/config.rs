@@ -1,6 +1,7 @@
 //! The training run's TOML configuration. Errors name the file and the key.
 
 use crate::engine::EngineConfig;
+use crate::server::LlamaServerConfig;
 use crate::train::{OptimConfig, TrainSection};
 use agentfly_core::rl::Estimator;
 use agentfly_core::rollout::ChainConfig;
@@ -189,6 +190,9 @@ pub struct RolloutSection {
     pub overlap: bool,
     /// The generation engine.
     pub engine: EngineConfig,
+    /// Roll out on llama.cpp servers instead of the engine (`[rollout.llama_server]`): the
+    /// trainer starts them and pushes each update's weights to them.
+    pub llama_server: Option<LlamaServerConfig>,
 }
 
 impl Default for RolloutSection {
@@ -202,6 +206,7 @@ impl Default for RolloutSection {
             env_capacity: 8,
             overlap: false,
             engine: EngineConfig::default(),
+            llama_server: None,
         }
     }
 }

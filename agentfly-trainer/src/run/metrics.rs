@@ -57,13 +57,17 @@ pub struct StepMetrics {
     /// Updates between the weights that rolled the batch out and those it updated: 0, or
     /// 1 for a batch rolled out during the previous step's update (`rollout.overlap`).
     pub staleness: usize,
+    /// Trajectories not learned from because weights older than that sampled them (with
+    /// the rest of their group): a generator that missed a weight update.
+    #[serde(default)]
+    pub stale_dropped: usize,
 }
 
 impl StepMetrics {
     /// The step's console line.
     pub fn line(&self) -> String {
         format!(
-            "step {} reward {:.3}{}{} kl {:.4} clip {:.3} grad {:.3} gap {:.1e} dropped {}{} {:.1}s{}",
+            "step {} reward {:.3}{}{} kl {:.4} clip {:.3} grad {:.3} gap {:.1e} dropped {}{}{} {:.1}s{}",
             self.step,
             self.reward_mean,
             self.accuracy
@@ -84,6 +88,11 @@ impl StepMetrics {
                     " stale {} w {:.3}",
                     self.staleness, self.update.behaviour_weight_mean
                 )
+            } else {
+                String::new()
+            },
+            if self.stale_dropped > 0 {
+                format!(" STALE-DROPPED {}", self.stale_dropped)
             } else {
                 String::new()
             },

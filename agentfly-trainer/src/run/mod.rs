@@ -6,12 +6,13 @@
 //! |---|---|
 //! | `config` | [`TrainerConfig`]: the run's TOML configuration; errors name the file and the key |
 //! | `trainer` | [`Trainer`]: the run's parts; rolling out and evaluating |
-//! | `setup` | building a `Trainer`: model, reference, critic, engine, resuming |
+//! | `setup` | building a `Trainer`: model, reference, critic, generator, resuming |
 //! | `sampler` | [`Sampler`]: the training data's seeded order |
 //! | `shaping` | optional reward shaping, kept apart from the task's reward |
 //! | `rows` | trajectories → training rows: masks and advantages |
 //! | `rl_step` | one RL step: rollouts with dynamic sampling, rows, update, weights to the engine; overlapped with the next rollout under `rollout.overlap` |
-//! | `batch` | a rolled-out batch waiting for its update, kept in checkpoints |
+//! | `batch` | a rolled-out batch waiting for its update, kept in checkpoints; staleness from each turn's policy version |
+//! | `generator` | what samples (the engine, or llama.cpp servers under `[rollout.llama_server]`) and how new weights reach it |
 //! | `sft` | the supervised warm start |
 //! | `train_loop` | the loop: SFT, steps, metrics, checkpoints, the final model |
 //! | `eval` | [`EvalReport`]: held-out accuracy with its Wilson interval |
@@ -33,6 +34,7 @@ pub mod checkpoint;
 mod config;
 mod error;
 mod eval;
+mod generator;
 mod metrics;
 mod rl_step;
 mod rows;

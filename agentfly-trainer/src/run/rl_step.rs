@@ -10,7 +10,7 @@
 //! every step reports its staleness. A batch rolled out but not yet learned from is kept in
 //! the checkpoint, so a resumed run learns from exactly what the interrupted one would have.
 
-use super::batch::Batch;
+use super::batch::{Batch, staleness, within_staleness};
 use super::config::TrainerConfig;
 use super::error::TrainError;
 use super::eval::accuracy_of;
@@ -77,8 +77,13 @@ impl Trainer {
         let mut metrics = learned?;
         self.pending = next.transpose()?;
         let sync_start = Instant::now();
+        // The weights after this step are the policy of version `step + 1`; unchanged
+        // weights (a skipped update) keep their place but take the new number.
+        let version = self.step as u64 + 1;
         if metrics.update.updates > 0 {
-            self.sync_engine()?;
+            self.sync_policy(version)?;
+        } else {
+            self.chains.generator.relabel(version);
         }
         metrics.sync_seconds = sync_start.elapsed().as_secs_f64();
         metrics.step_seconds = start.elapsed().as_secs_f64();
@@ -112,7 +117,17 @@ impl Learner<'_> {
             });
         }
         let summary = RolloutSummary::of(all, batch.seconds);
-        let staleness = step.saturating_sub(batch.policy_step);
+        // Every turn records the weights that sampled it: a batch is 0 updates stale, or 1
+        // when rolled out during the previous update (`rollout.overlap`). Anything older
+        // (weights that did not reach the servers) is not learned from.
+        let bound = usize::from(self.config.rollout.overlap);
+        let staleness = all
+            .iter()
+            .map(|t| staleness(t, step, batch.policy_step))
+            .max()
+            .unwrap_or(0)
+            .min(bound);
+        let (trained, stale_dropped) = within_staleness(trained, step, batch.policy_step, bound);
         let mut metrics = StepMetrics {
             step: step + 1,
             trajectories: all.len(),
@@ -128,11 +143,12 @@ impl Learner<'_> {
             sampled_tokens: summary.sampled_tokens,
             rollout_seconds: batch.seconds,
             staleness,
+            stale_dropped,
             ..StepMetrics::default()
         };
         let update_start = Instant::now();
         let rows = training_rows(
-            trained,
+            &trained,
             &RowInputs {
                 algorithm: &self.config.algorithm,
                 actor: self.actor,

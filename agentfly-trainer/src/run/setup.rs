@@ -7,6 +7,7 @@ use super::batch::Batch;
 use super::checkpoint::{self, RunState};
 use super::config::{ConfigError, TrainerConfig};
 use super::error::{TrainError, io};
+use super::generator::Generator;
 use super::sampler::Sampler;
 use super::save::ADAPTER_DIR;
 use super::sft::SFT_MODEL;
@@ -15,6 +16,7 @@ use crate::Pretrained;
 use crate::device::parse_device;
 use crate::engine::Engine;
 use crate::model::Rope;
+use crate::server::LlamaServerConfig;
 use crate::train::{Actor, Critic, Reference, ValueHead};
 use agentfly_core::data::read_jsonl;
 use agentfly_core::env::{EnvPools, PoolConfig};
@@ -131,7 +133,26 @@ impl Trainer {
         let (tokenizer, template, eos) = serving.chat_parts()?;
         let model_config = serving.config.clone();
         let tokenizer_config = serving.tokenizer_config.clone();
-        let engine = Engine::start(serving, config.rollout.engine.clone());
+        let version = saved.as_ref().map_or(0, |s| s.step as u64);
+        let generator = match &config.rollout.llama_server {
+            Some(server) => {
+                let server = LlamaServerConfig {
+                    gguf: server.gguf.clone().or_else(|| {
+                        let path = &config.model.path;
+                        path.extension()
+                            .is_some_and(|e| e == "gguf")
+                            .then(|| path.clone())
+                    }),
+                    ..server.clone()
+                };
+                Generator::llama_server(&server, &serving, version, &config.output.dir)?
+            }
+            None => {
+                let engine = Engine::start(serving, config.rollout.engine.clone());
+                engine.set_policy_version(version);
+                Generator::Engine(engine)
+            }
+        };
         let decoder = match &saved {
             // The optimizer's state is keyed by parameter ids: give them back.
             Some(saved) => checkpoint::with_param_ids(trained.decoder, &saved.param_ids),
@@ -192,7 +213,7 @@ impl Trainer {
                 tokenizer,
                 template,
                 eos,
-                engine,
+                generator,
                 pools,
                 runtime,
             },

@@ -95,7 +95,7 @@ impl Trainer {
             // RL's KL is to the warm-started policy, not to the model before SFT.
             reference.decoder = self.actor.snapshot();
         }
-        self.sync_engine()?;
+        self.sync_policy(self.step as u64)?;
         self.save_model(&dir.join(SFT_MODEL))?;
         self.sft_done = true;
         self.save_checkpoint()?;

@@ -6,9 +6,9 @@ use super::batch::Batch;
 use super::config::TrainerConfig;
 use super::error::{TrainError, io};
 use super::eval::EvalReport;
+use super::generator::Generator;
 use super::sampler::Sampler;
 use super::shaping::shape;
-use crate::engine::Engine;
 use crate::model::ModelConfig;
 use crate::train::{Actor, Critic, Reference};
 use agentfly_core::chat::{ChatTemplate, Tokenizer};
@@ -54,7 +54,7 @@ pub(super) struct Chains {
     pub(super) tokenizer: Tokenizer,
     pub(super) template: ChatTemplate,
     pub(super) eos: Vec<u32>,
-    pub(super) engine: Engine,
+    pub(super) generator: Generator,
     pub(super) pools: EnvPools,
     pub(super) runtime: tokio::runtime::Runtime,
 }
@@ -141,13 +141,17 @@ impl Trainer {
         Ok(EvalReport::of(trajectories, summary))
     }
 
-    /// Hands the actor's current weights to the engine.
-    pub(super) fn sync_engine(&self) -> Result<(), TrainError> {
-        let decoder = self.actor.snapshot();
+    /// Hands the actor's current weights to what generates (the engine, or the llama.cpp
+    /// servers), as the policy of `version`: the number of RL updates behind them.
+    pub(super) fn sync_policy(&self, version: u64) -> Result<(), TrainError> {
         self.chains
-            .engine
-            .with_model(move |model| model.decoder = decoder)
-            .map_err(|e| TrainError::Engine(e.to_string()))
+            .generator
+            .push(self.actor.snapshot(), &self.model_config, version)
+    }
+
+    /// One line on the llama.cpp servers' work, when they generate.
+    pub fn generator_summary(&self) -> Option<String> {
+        self.chains.generator.summary()
     }
 
     /// The run's output directory, created.
@@ -184,7 +188,7 @@ impl Chains {
         };
         let rollout = Rollout {
             setup: ChainSetup {
-                policy: &self.engine,
+                policy: self.generator.policy(),
                 toolbox: &self.toolbox,
                 format: self.format.as_ref(),
                 template: &self.template,

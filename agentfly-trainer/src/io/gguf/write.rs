@@ -16,7 +16,8 @@ use std::path::Path;
 
 /// How a written GGUF stores its matrices. Vectors (norms, biases) are F32 either way, as
 /// llama.cpp's own converter writes them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum GgufDtype {
     /// 4 bytes per weight: exactly the trained values.
     F32,

@@ -11,11 +11,19 @@
 //! for each one's probability under the sampling distribution. The server stops at the
 //! model's end-of-generation ids and at the stop strings; a request's other stop ids are
 //! applied here (the output is cut after the first).
+//!
+//! [`LlamaServers`] runs the servers itself, for training: it starts them on a GGUF the
+//! trainer wrote and restarts them on each new policy's GGUF (a weight update); the
+//! policy's version ([`ServerPolicy::set_policy_version`]) is recorded in every generation.
+
+mod llama;
+
+pub use llama::{LlamaServerConfig, LlamaServers};
 
 use agentfly_core::rollout::{GenerateRequest, Generated, GenerationEnd, Policy, PolicyError};
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -57,6 +65,8 @@ pub struct ServerStats {
     pub generated_tokens: u64,
     /// Summed seconds of the answered requests.
     pub seconds: f64,
+    /// Why the last failed request failed.
+    pub last_failure: Option<String>,
 }
 
 /// A [`Policy`] over llama.cpp servers (see the module's documentation).
@@ -71,6 +81,8 @@ struct Inner {
     agent: ureq::Agent,
     next: AtomicUsize,
     stats: Mutex<ServerStats>,
+    /// The version of the weights the servers serve.
+    version: AtomicU64,
 }
 
 /// Why one attempt failed: worth another server, or not.
@@ -96,6 +108,7 @@ impl ServerPolicy {
                 agent,
                 next: AtomicUsize::new(0),
                 stats: Mutex::new(ServerStats::default()),
+                version: AtomicU64::new(0),
             }),
         })
     }
@@ -103,6 +116,12 @@ impl ServerPolicy {
     /// What the servers have done so far.
     pub fn stats(&self) -> ServerStats {
         lock(&self.inner.stats).clone()
+    }
+
+    /// The servers now serve the weights of `version`: later generations say so. Set it
+    /// once the servers have taken the new weights and before the next request.
+    pub fn set_policy_version(&self, version: u64) {
+        self.inner.version.store(version, Ordering::SeqCst);
     }
 }
 
@@ -149,6 +168,19 @@ fn parse(answer: &Value, stop_ids: &[u32]) -> Result<Generated, String> {
     let probs = answer["completion_probabilities"]
         .as_array()
         .ok_or("the answer has no `completion_probabilities`")?;
+    if probs.len() < tokens.len() {
+        // llama.cpp's server records a token's probability only once the text generated so
+        // far ends on a whole UTF-8 character: a token that ends inside one (part of an
+        // emoji or a CJK character) gets none, and which one it was cannot be told from
+        // the ids alone.
+        return Err(format!(
+            "the answer has {} tokens but {} probabilities: llama.cpp's server gives none \
+             for a token that ends inside a UTF-8 character, so this generation's \
+             log-probabilities are unknown",
+            tokens.len(),
+            probs.len()
+        ));
+    }
     if probs.len() != tokens.len() {
         return Err(format!(
             "the answer has {} tokens but {} probabilities",
@@ -183,7 +215,12 @@ fn parse(answer: &Value, stop_ids: &[u32]) -> Result<Generated, String> {
             break;
         }
     }
-    Ok(Generated { ids, logprobs, end })
+    Ok(Generated {
+        ids,
+        logprobs,
+        end,
+        policy_version: 0,
+    })
 }
 
 impl Inner {
@@ -197,7 +234,8 @@ impl Inner {
         for attempt in 0..=self.config.retries {
             let url = &self.config.urls[(first + attempt) % self.config.urls.len()];
             match self.attempt(url, &body, &request.stop_ids) {
-                Ok(generated) => {
+                Ok(mut generated) => {
+                    generated.policy_version = self.version.load(Ordering::SeqCst);
                     let mut stats = lock(&self.stats);
                     stats.requests += 1;
                     stats.generated_tokens += generated.ids.len() as u64;
@@ -205,8 +243,11 @@ impl Inner {
                     return Ok(generated);
                 }
                 Err(Failure::Fatal(e)) => {
-                    lock(&self.stats).failures += 1;
-                    return Err(PolicyError(format!("{url}: {e}")));
+                    let why = format!("{url}: {e}");
+                    let mut stats = lock(&self.stats);
+                    stats.failures += 1;
+                    stats.last_failure = Some(why.clone());
+                    return Err(PolicyError(why));
                 }
                 Err(Failure::Retry(e)) => {
                     why = format!("{url}: {e}");
@@ -216,11 +257,14 @@ impl Inner {
                 }
             }
         }
-        lock(&self.stats).failures += 1;
-        Err(PolicyError(format!(
+        let why = format!(
             "no server answered after {} attempts; the last: {why}",
             self.config.retries + 1
-        )))
+        );
+        let mut stats = lock(&self.stats);
+        stats.failures += 1;
+        stats.last_failure = Some(why.clone());
+        Err(PolicyError(why))
     }
 
     fn attempt(&self, url: &str, body: &str, stop_ids: &[u32]) -> Result<Generated, Failure> {
@@ -291,7 +335,11 @@ mod tests {
             (json!({"content": "hi"}), "no `tokens`"),
             (
                 json!({"tokens": [1], "completion_probabilities": [], "stop_type": "eos"}),
-                "1 tokens but 0 probabilities",
+                "ends inside a UTF-8 character",
+            ),
+            (
+                json!({"tokens": [], "completion_probabilities": [{"id": 3, "prob": 1.0}], "stop_type": "eos"}),
+                "0 tokens but 1 probabilities",
             ),
             (
                 json!({"tokens": [1], "completion_probabilities": [{"id": 3, "prob": 1.0}], "stop_type": "eos"}),

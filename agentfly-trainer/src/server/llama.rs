@@ -1,0 +1,283 @@
+//! llama.cpp servers the trainer runs itself: started on a GGUF, restarted on the next
+//! one after each weight update (llama.cpp cannot swap a model's weights in place), on the
+//! same ports, so the policy's URLs stay valid. A server that exits or does not become
+//! healthy in time is an error naming its log.
+
+use crate::io::GgufDtype;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `[rollout.llama_server]`: roll out on llama.cpp servers the trainer starts, and pushes
+/// each update's weights to (as a GGUF file, then a restart).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LlamaServerConfig {
+    /// The `llama-server` binary. Default: `$AGENTFLY_LLAMA_SERVER`, else
+    /// `.llama/bin/llama-server` (what `scripts/build-llama-server` builds).
+    pub binary: Option<PathBuf>,
+    /// The GGUF whose metadata (hyperparameters, tokenizer, chat template) and tensor names
+    /// each written policy takes. Default: `model.path` when it is a `.gguf` file.
+    pub gguf: Option<PathBuf>,
+    /// How the written policies store their matrices: `f32` (exactly the trained weights)
+    /// or `f16`.
+    pub dtype: GgufDtype,
+    /// How many servers (processes) to run; requests go to them in turn.
+    pub servers: usize,
+    /// Sequences each server decodes at once (llama.cpp's `--parallel`).
+    pub parallel: usize,
+    /// Tokens of context per sequence (llama.cpp's `--ctx-size` is this × `parallel`).
+    pub context: usize,
+    /// Threads per server (0: llama.cpp's default).
+    pub threads: usize,
+    /// The type of the servers' cached keys and values (`f32`, `f16`, `q8_0`, ...).
+    /// llama.cpp's default, `f16`, rounds every cached key and value and moves the sampled
+    /// tokens' log-probabilities ~1e-3 from the trained model's; `f32` keeps them exact.
+    pub kv_cache: String,
+    /// The longest a server may take to become healthy, in seconds.
+    pub start_timeout_secs: u64,
+    /// The longest one generation request may take, in seconds.
+    pub request_timeout_secs: u64,
+    /// More arguments for every server.
+    pub extra_args: Vec<String>,
+}
+
+impl Default for LlamaServerConfig {
+    fn default() -> Self {
+        Self {
+            binary: None,
+            gguf: None,
+            dtype: GgufDtype::F32,
+            servers: 1,
+            parallel: 4,
+            context: 4096,
+            threads: 0,
+            kv_cache: "f32".into(),
+            start_timeout_secs: 120,
+            request_timeout_secs: 300,
+            extra_args: Vec::new(),
+        }
+    }
+}
+
+impl LlamaServerConfig {
+    /// The binary to run: `binary`, `$AGENTFLY_LLAMA_SERVER` or `.llama/bin/llama-server`.
+    pub fn binary(&self) -> PathBuf {
+        self.binary
+            .clone()
+            .or_else(|| std::env::var_os("AGENTFLY_LLAMA_SERVER").map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from(".llama/bin/llama-server"))
+    }
+}
+
+/// A server would not start or stopped answering.
+#[derive(Debug, thiserror::Error)]
+#[error("llama-server: {0}")]
+pub struct LlamaServerError(pub String);
+
+/// Running llama.cpp servers (see the module's documentation); stopped on drop.
+#[derive(Debug)]
+pub struct LlamaServers {
+    config: LlamaServerConfig,
+    binary: PathBuf,
+    ports: Vec<u16>,
+    children: Vec<Child>,
+    logs: Vec<PathBuf>,
+    model: PathBuf,
+    restarts: u64,
+}
+
+impl LlamaServers {
+    /// Starts `config.servers` servers on `model`, each on a free local port, logging to
+    /// `log_dir/llama-server-<i>.log`; returns once all are healthy.
+    pub fn start(
+        config: &LlamaServerConfig,
+        model: &Path,
+        log_dir: &Path,
+    ) -> Result<Self, LlamaServerError> {
+        let binary = config.binary();
+        if !binary.is_file() {
+            return Err(LlamaServerError(format!(
+                "{} does not exist: build it with scripts/build-llama-server, or set \
+                 rollout.llama_server.binary or AGENTFLY_LLAMA_SERVER",
+                binary.display()
+            )));
+        }
+        std::fs::create_dir_all(log_dir)
+            .map_err(|e| LlamaServerError(format!("{}: {e}", log_dir.display())))?;
+        let n = config.servers.max(1);
+        let ports = (0..n).map(|_| free_port()).collect::<Result<Vec<_>, _>>()?;
+        let logs = (0..n)
+            .map(|i| log_dir.join(format!("llama-server-{i}.log")))
+            .collect();
+        let mut servers = Self {
+            config: config.clone(),
+            binary,
+            ports,
+            children: Vec::new(),
+            logs,
+            model: model.to_path_buf(),
+            restarts: 0,
+        };
+        servers.launch()?;
+        Ok(servers)
+    }
+
+    /// The servers' base URLs.
+    pub fn urls(&self) -> Vec<String> {
+        self.ports
+            .iter()
+            .map(|p| format!("http://127.0.0.1:{p}"))
+            .collect()
+    }
+
+    /// The GGUF being served.
+    pub fn model(&self) -> &Path {
+        &self.model
+    }
+
+    /// How many times the servers were restarted on new weights.
+    pub fn restarts(&self) -> u64 {
+        self.restarts
+    }
+
+    /// Stops every server and starts it again on `model`, on the same port; returns once
+    /// all are healthy. Call it when no request is in flight.
+    pub fn restart(&mut self, model: &Path) -> Result<(), LlamaServerError> {
+        self.stop();
+        self.model = model.to_path_buf();
+        self.restarts += 1;
+        self.launch()
+    }
+
+    fn launch(&mut self) -> Result<(), LlamaServerError> {
+        let c = &self.config;
+        for (port, log) in self.ports.iter().zip(&self.logs) {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .map_err(|e| LlamaServerError(format!("{}: {e}", log.display())))?;
+            let err = file
+                .try_clone()
+                .map_err(|e| LlamaServerError(format!("{}: {e}", log.display())))?;
+            let mut command = Command::new(&self.binary);
+            command
+                .arg("--model")
+                .arg(&self.model)
+                .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+                .args(["--parallel", &c.parallel.max(1).to_string()])
+                .args([
+                    "--ctx-size",
+                    &(c.context.max(1) * c.parallel.max(1)).to_string(),
+                ])
+                .args(["--cache-type-k", &c.kv_cache, "--cache-type-v", &c.kv_cache]);
+            if c.threads > 0 {
+                command.args(["--threads", &c.threads.to_string()]);
+            }
+            let child = command
+                .args(&c.extra_args)
+                .stdin(Stdio::null())
+                .stdout(file)
+                .stderr(err)
+                .spawn()
+                .map_err(|e| LlamaServerError(format!("{}: {e}", self.binary.display())))?;
+            self.children.push(child);
+        }
+        let deadline = Instant::now() + Duration::from_secs(self.config.start_timeout_secs);
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(5)))
+            .build()
+            .into();
+        for i in 0..self.children.len() {
+            let url = format!("http://127.0.0.1:{}/health", self.ports[i]);
+            loop {
+                if let Ok(Some(status)) = self.children[i].try_wait() {
+                    let why = format!(
+                        "server {i} exited ({status}) while loading {}; its log, {}, ends: {}",
+                        self.model.display(),
+                        self.logs[i].display(),
+                        log_tail(&self.logs[i])
+                    );
+                    self.stop();
+                    return Err(LlamaServerError(why));
+                }
+                if agent.get(&url).call().is_ok_and(|r| r.status() == 200) {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    let why = format!(
+                        "server {i} did not become healthy within {} s (see {})",
+                        self.config.start_timeout_secs,
+                        self.logs[i].display()
+                    );
+                    self.stop();
+                    return Err(LlamaServerError(why));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Ok(())
+    }
+
+    /// Kills every server and waits for it.
+    fn stop(&mut self) {
+        for mut child in self.children.drain(..) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for LlamaServers {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A port nothing listens on now.
+fn free_port() -> Result<u16, LlamaServerError> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| LlamaServerError(format!("no free local port: {e}")))
+}
+
+/// The last few lines of a log, on one line.
+fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().rev().take(3).collect();
+    lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_binary_is_named_with_how_to_build_it() {
+        let config = LlamaServerConfig {
+            binary: Some("/nonexistent/llama-server".into()),
+            ..LlamaServerConfig::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let err = LlamaServers::start(&config, Path::new("m.gguf"), dir.path()).unwrap_err();
+        assert!(err.0.contains("scripts/build-llama-server"), "{err}");
+    }
+
+    #[test]
+    fn a_server_that_exits_at_start_is_an_error_with_its_log() {
+        // `false` exits at once, as a llama-server that cannot read its model does.
+        let config = LlamaServerConfig {
+            binary: Some("/bin/false".into()),
+            start_timeout_secs: 10,
+            ..LlamaServerConfig::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let err = LlamaServers::start(&config, Path::new("m.gguf"), dir.path()).unwrap_err();
+        assert!(err.0.contains("exited"), "{err}");
+        assert!(err.0.contains("llama-server-0.log"), "{err}");
+    }
+}
