@@ -1,9 +1,11 @@
-//! The decoder on the wgpu backend agrees with the CPU backend and with transformers.
-//! Built only with `--features wgpu`; without a GPU it runs on Mesa's software Vulkan
-//! (`apt-get install mesa-vulkan-drivers libvulkan1`):
-//! `cargo test -p agentfly-trainer --features wgpu --test wgpu_parity`.
+//! The decoder on a GPU backend agrees with the CPU backend and with transformers.
+//! Built only with `--features wgpu` or `--features cuda`; `AGENTFLY_GPU_DEVICE` names the
+//! device (default `wgpu` when that feature is built, else `cuda`). Without a GPU, wgpu
+//! runs on Mesa's software Vulkan (`apt-get install mesa-vulkan-drivers libvulkan1`):
+//! `cargo test -p agentfly-trainer --features wgpu --test gpu_parity`; on a CUDA machine
+//! `scripts/gpu-check` runs it with `--features cuda`.
 
-#![cfg(feature = "wgpu")]
+#![cfg(any(feature = "wgpu", feature = "cuda"))]
 
 mod common;
 
@@ -12,10 +14,22 @@ use agentfly_trainer::device::parse_device;
 use agentfly_trainer::generate::{SamplingParams, generate};
 use burn::tensor::{Int, Tensor, TensorData};
 
+/// The GPU device under test.
+fn gpu() -> String {
+    std::env::var("AGENTFLY_GPU_DEVICE").unwrap_or_else(|_| {
+        if cfg!(feature = "wgpu") {
+            "wgpu".into()
+        } else {
+            "cuda".into()
+        }
+    })
+}
+
 #[test]
-fn tiny_qwen2_on_wgpu_matches_transformers_and_the_cpu() {
+fn tiny_qwen2_on_the_gpu_matches_transformers_and_the_cpu() {
     let fixtures = common::fixtures();
-    let device = parse_device("wgpu").unwrap();
+    let name = gpu();
+    let device = parse_device(&name).unwrap();
     let gpu = Pretrained::load(fixtures.join("tiny-qwen2"), &device).unwrap();
     let (shape, ids, _, expected) =
         common::reference(fixtures.join("tiny-qwen2/reference.safetensors"));
@@ -27,7 +41,7 @@ fn tiny_qwen2_on_wgpu_matches_transformers_and_the_cpu() {
         .try_to_vec()
         .unwrap();
     let diff = common::max_abs_diff(&got, &expected);
-    assert!(diff < 1e-4, "wgpu: max |Δlogit| vs transformers = {diff}");
+    assert!(diff < 1e-4, "{name}: max |Δlogit| vs transformers = {diff}");
 
     let cpu = Pretrained::load(fixtures.join("tiny-qwen2"), &common::device()).unwrap();
     let prompt: Vec<u32> = vec![37, 235, 396, 72, 255, 393, 203, 133];
