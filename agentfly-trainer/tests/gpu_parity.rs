@@ -1,4 +1,5 @@
-//! The decoder on a GPU backend agrees with the CPU backend and with transformers.
+//! The decoder on a GPU backend agrees with the CPU backend and with transformers, and one
+//! policy update on it with the CPU's.
 //! Built only with `--features wgpu` or `--features cuda`; `AGENTFLY_GPU_DEVICE` names the
 //! device (default `wgpu` when that feature is built, else `cuda`). Without a GPU, wgpu
 //! runs on Mesa's software Vulkan (`apt-get install mesa-vulkan-drivers libvulkan1`):
@@ -12,6 +13,11 @@ mod common;
 use agentfly_trainer::Pretrained;
 use agentfly_trainer::device::parse_device;
 use agentfly_trainer::generate::{SamplingParams, generate};
+use agentfly_trainer::io::Weights;
+use agentfly_trainer::train::{
+    Actor, OptimConfig, PolicyRow, StepReport, TrainSection, policy_update,
+};
+use burn::tensor::Device;
 use burn::tensor::{Int, Tensor, TensorData};
 
 /// The GPU device under test.
@@ -52,4 +58,88 @@ fn tiny_qwen2_on_the_gpu_matches_transformers_and_the_cpu() {
     let on_gpu = generate(&gpu, std::slice::from_ref(&prompt), &params, None).unwrap();
     let on_cpu = generate(&cpu, &[prompt], &params, None).unwrap();
     assert_eq!(on_gpu[0].new_ids, on_cpu[0].new_ids);
+}
+
+/// One policy update of the tiny model on `device`: its report and the updated weights.
+fn one_update(device: Device) -> (StepReport, Weights) {
+    let model = Pretrained::load(
+        common::fixtures().join("tiny-qwen2"),
+        &agentfly_trainer::device::training(device, false),
+    )
+    .unwrap();
+    // Large enough that every trained weight moves by ~1e-3, well above the tolerance.
+    let optim = OptimConfig {
+        lr: 1e-3,
+        ..OptimConfig::default()
+    };
+    let mut actor = Actor::new(model.decoder.clone(), model.rope.clone(), optim, 10);
+    let rows: Vec<PolicyRow> = [
+        (vec![37u32, 235, 396, 72, 255, 393, 203, 133], 1.0),
+        (vec![12, 99, 5, 310, 77, 41], -1.0),
+    ]
+    .into_iter()
+    .map(|(tokens, advantage)| {
+        // The prompt is the first three tokens; the rest were sampled.
+        let mask: Vec<f32> = (0..tokens.len())
+            .map(|i| if i >= 3 { 1.0 } else { 0.0 })
+            .collect();
+        let advantages = mask.iter().map(|m| m * advantage).collect();
+        PolicyRow {
+            tokens,
+            mask,
+            advantages,
+            ..PolicyRow::default()
+        }
+    })
+    .collect();
+    let report = policy_update(
+        &mut actor,
+        &mut None,
+        None,
+        &rows,
+        &TrainSection::default(),
+        0,
+    );
+    let weights = actor.decoder().to_weights(&model.config);
+    (report, weights)
+}
+
+#[test]
+fn one_policy_update_on_the_gpu_matches_the_cpu() {
+    let name = gpu();
+    let (gpu_report, on_gpu) = one_update(parse_device(&name).unwrap());
+    let (cpu_report, on_cpu) = one_update(common::device());
+    assert_eq!(gpu_report.updates, 1, "{gpu_report:?}");
+    assert!(gpu_report.skipped.is_none(), "{gpu_report:?}");
+    let close = |a: f32, b: f32, rel: f32| (a - b).abs() <= rel * a.abs().max(b.abs()).max(1e-6);
+    assert!(
+        close(gpu_report.loss, cpu_report.loss, 1e-4),
+        "{name} loss {} vs cpu {}",
+        gpu_report.loss,
+        cpu_report.loss
+    );
+    assert!(
+        close(gpu_report.grad_norm, cpu_report.grad_norm, 1e-3),
+        "{name} gradient norm {} vs cpu {}",
+        gpu_report.grad_norm,
+        cpu_report.grad_norm
+    );
+    // The weights after the step: AdamW's first step moves each weight with a gradient by
+    // ~lr = 1e-3, so 1e-4 is a tenth of a step.
+    let (mut worst, mut compared) = (0f32, 0usize);
+    for name in on_cpu.names() {
+        let (a, b) = (on_cpu.get(name).unwrap(), on_gpu.get(name).unwrap());
+        assert_eq!(a.shape, b.shape, "{name}");
+        worst = worst.max(common::max_abs_diff(&a.data, &b.data));
+        compared += a.data.len();
+    }
+    assert!(compared > 0);
+    eprintln!(
+        "{name}: loss {} (cpu {}), gradient norm {} (cpu {}), max |Δweight| {worst:.1e}",
+        gpu_report.loss, cpu_report.loss, gpu_report.grad_norm, cpu_report.grad_norm
+    );
+    assert!(
+        worst < 1e-4,
+        "{name}: a weight differs from the CPU's by {worst} after one update"
+    );
 }
