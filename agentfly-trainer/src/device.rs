@@ -81,7 +81,24 @@ fn tch() -> Result<Device, String> {
 
 #[cfg(feature = "cuda")]
 fn cuda(index: usize) -> Result<Device, String> {
-    Ok(Device::cuda(index))
+    let device = Device::cuda(index);
+    // Burn's CUDA runtime panics on a thread of its own when it cannot load the driver
+    // (libcuda) or find the device: try it once here, so that such a machine gets an
+    // error rather than a panic in the middle of a run.
+    let probe = device.clone();
+    std::thread::spawn(move || {
+        let _ = burn::tensor::Tensor::<1>::zeros([1], &probe).into_data();
+    })
+    .join()
+    .map_err(|panic| {
+        format!(
+            "cuda:{index}: Burn's CUDA runtime could not start ({}; the reason is printed \
+             above): is the NVIDIA driver (libcuda) installed and on LD_LIBRARY_PATH, and is \
+             there a device {index}?",
+            agentfly_core::tool::panic_message(panic.as_ref())
+        )
+    })?;
+    Ok(device)
 }
 
 #[cfg(not(feature = "cuda"))]
