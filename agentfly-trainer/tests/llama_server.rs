@@ -175,6 +175,31 @@ fn scored(model: &Pretrained, t: &agentfly_core::rollout::Trajectory) -> Vec<(f3
         .collect()
 }
 
+/// Kills (SIGKILL) the llama-server serving `model`, found by its command line.
+fn kill_server_of(model: &Path) {
+    let model = model.to_string_lossy().into_owned();
+    let mut killed = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|&b| b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args.first().is_some_and(|a| a.ends_with("llama-server")) && args.contains(&model) {
+            let pid = entry.file_name().to_string_lossy().into_owned();
+            let status = std::process::Command::new("sh")
+                .args(["-c", &format!("kill -9 {pid}")])
+                .status()
+                .unwrap();
+            assert!(status.success());
+            killed += 1;
+        }
+    }
+    assert_eq!(killed, 1, "one llama-server serves {model}");
+}
+
 #[test]
 #[ignore = "needs llama-server: scripts/build-llama-server, then --ignored (scripts/test does)"]
 fn rl_on_llama_servers_pushes_each_update_and_evaluates_the_trained_weights() {
@@ -235,7 +260,16 @@ checkpoint_every = 1
     let path = dir.path().join("config.toml");
     std::fs::write(&path, config).unwrap();
     let mut trainer = Trainer::from_config_file(&path).unwrap();
-    let summary = trainer.train().unwrap();
+    // After step 1 its server is killed, as a crash would: step 2's rollout starts it again.
+    let served = dir.path().join("out/served");
+    let summary = trainer
+        .train_with(|_, m, _| {
+            if m.step == 1 {
+                kill_server_of(&served.join("policy-000001.gguf"));
+            }
+            Ok(())
+        })
+        .unwrap();
     assert_eq!(summary.steps, 2);
     let out = dir.path().join("out");
     let metrics: Vec<Value> = std::fs::read_to_string(out.join("metrics.jsonl"))
@@ -258,7 +292,7 @@ checkpoint_every = 1
     // The one failure allowed: llama.cpp's server gives no probability for a token that
     // ends inside a UTF-8 character (sampling at temperature 1 now and then splits one),
     // and such a chain ends with that error rather than with made-up log-probabilities.
-    assert!(line.contains(" 2 restarts"), "{line}");
+    assert!(line.contains(" 2 restarts, 1 revived"), "{line}");
     assert!(
         line.contains(" 0 failures") || line.contains("ends inside a UTF-8 character"),
         "{line}"

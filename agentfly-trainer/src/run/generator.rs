@@ -122,6 +122,19 @@ impl Generator {
         }
     }
 
+    /// Starts again any llama.cpp server that has exited since the last rollout (crashed
+    /// or killed), on the policy being served. Call it before a rollout.
+    pub(super) fn revive(&self) -> Result<(), TrainError> {
+        if let Self::LlamaServer(served) = self {
+            let mut servers = served.servers.lock().unwrap_or_else(|p| p.into_inner());
+            // Counted in the summary line (`revived`).
+            servers
+                .revive()
+                .map_err(|e| TrainError::Engine(e.to_string()))?;
+        }
+        Ok(())
+    }
+
     /// Names the weights served now (unchanged) the policy of `version`. Call it when no
     /// rollout is running.
     pub(super) fn relabel(&self, version: u64) {
@@ -137,18 +150,22 @@ impl Generator {
             Self::Engine(_) => None,
             Self::LlamaServer(served) => {
                 let stats = served.policy.stats();
-                let restarts = served
-                    .servers
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .restarts();
+                let (restarts, revived) = {
+                    let servers = served.servers.lock().unwrap_or_else(|p| p.into_inner());
+                    (servers.restarts(), servers.revived())
+                };
                 let last = stats
                     .last_failure
                     .map(|why| format!(" (the last failure: {why})"))
                     .unwrap_or_default();
                 Some(format!(
-                    "llama-server: {} requests, {} retries, {} failures, {} tokens, {} restarts{last}",
-                    stats.requests, stats.retries, stats.failures, stats.generated_tokens, restarts
+                    "llama-server: {} requests, {} retries, {} failures, {} tokens, {} restarts, {} revived{last}",
+                    stats.requests,
+                    stats.retries,
+                    stats.failures,
+                    stats.generated_tokens,
+                    restarts,
+                    revived
                 ))
             }
         }

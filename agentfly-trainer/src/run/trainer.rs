@@ -182,6 +182,7 @@ impl Chains {
         mut on_done: impl FnMut(&Trajectory),
     ) -> Result<(Vec<Trajectory>, RolloutSummary), TrainError> {
         let system_prompt = Self::system_prompt(config)?;
+        self.generator.revive()?;
         let chain = ChainConfig {
             system_prompt,
             ..chain.clone()

@@ -86,6 +86,7 @@ pub struct LlamaServers {
     logs: Vec<PathBuf>,
     model: PathBuf,
     restarts: u64,
+    revived: u64,
 }
 
 impl LlamaServers {
@@ -119,6 +120,7 @@ impl LlamaServers {
             logs,
             model: model.to_path_buf(),
             restarts: 0,
+            revived: 0,
         };
         servers.launch()?;
         Ok(servers)
@@ -151,48 +153,83 @@ impl LlamaServers {
         self.launch()
     }
 
+    /// Starts again, on the model being served and on its port, every server that has
+    /// exited or does not answer `/health` (crashed, killed, hung); returns how many, once
+    /// they are healthy. Call it when no request is in flight (the trainer does before
+    /// each rollout).
+    pub fn revive(&mut self) -> Result<usize, LlamaServerError> {
+        let agent = health_agent();
+        let dead: Vec<usize> = (0..self.children.len())
+            .filter(|&i| {
+                let exited = matches!(self.children[i].try_wait(), Ok(Some(_)));
+                exited || !healthy(&agent, self.ports[i])
+            })
+            .collect();
+        for &i in &dead {
+            let _ = self.children[i].kill();
+            let _ = self.children[i].wait();
+            self.children[i] = self.spawn(i)?;
+        }
+        self.wait_healthy(&dead)?;
+        self.revived += dead.len() as u64;
+        Ok(dead.len())
+    }
+
+    /// How many servers were started again after exiting on their own.
+    pub fn revived(&self) -> u64 {
+        self.revived
+    }
+
     fn launch(&mut self) -> Result<(), LlamaServerError> {
-        let c = &self.config;
-        for (port, log) in self.ports.iter().zip(&self.logs) {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(log)
-                .map_err(|e| LlamaServerError(format!("{}: {e}", log.display())))?;
-            let err = file
-                .try_clone()
-                .map_err(|e| LlamaServerError(format!("{}: {e}", log.display())))?;
-            let mut command = Command::new(&self.binary);
-            command
-                .arg("--model")
-                .arg(&self.model)
-                .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-                .args(["--parallel", &c.parallel.max(1).to_string()])
-                .args([
-                    "--ctx-size",
-                    &(c.context.max(1) * c.parallel.max(1)).to_string(),
-                ])
-                .args(["--cache-type-k", &c.kv_cache, "--cache-type-v", &c.kv_cache]);
-            if c.threads > 0 {
-                command.args(["--threads", &c.threads.to_string()]);
-            }
-            let child = command
-                .args(&c.extra_args)
-                .stdin(Stdio::null())
-                .stdout(file)
-                .stderr(err)
-                .spawn()
-                .map_err(|e| LlamaServerError(format!("{}: {e}", self.binary.display())))?;
+        for i in 0..self.ports.len() {
+            let child = self.spawn(i)?;
             self.children.push(child);
         }
+        let all: Vec<usize> = (0..self.children.len()).collect();
+        self.wait_healthy(&all)
+    }
+
+    /// Starts server `i` on the model, its port and its log.
+    fn spawn(&self, i: usize) -> Result<Child, LlamaServerError> {
+        let c = &self.config;
+        let (port, log) = (self.ports[i], &self.logs[i]);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(|e| LlamaServerError(format!("{}: {e}", log.display())))?;
+        let err = file
+            .try_clone()
+            .map_err(|e| LlamaServerError(format!("{}: {e}", log.display())))?;
+        let mut command = Command::new(&self.binary);
+        command
+            .arg("--model")
+            .arg(&self.model)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--parallel", &c.parallel.max(1).to_string()])
+            .args([
+                "--ctx-size",
+                &(c.context.max(1) * c.parallel.max(1)).to_string(),
+            ])
+            .args(["--cache-type-k", &c.kv_cache, "--cache-type-v", &c.kv_cache]);
+        if c.threads > 0 {
+            command.args(["--threads", &c.threads.to_string()]);
+        }
+        command
+            .args(&c.extra_args)
+            .stdin(Stdio::null())
+            .stdout(file)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| LlamaServerError(format!("{}: {e}", self.binary.display())))
+    }
+
+    /// Waits until the servers `which` answer `/health`; one that exits or takes longer
+    /// than `start_timeout_secs` stops them all and is an error.
+    fn wait_healthy(&mut self, which: &[usize]) -> Result<(), LlamaServerError> {
         let deadline = Instant::now() + Duration::from_secs(self.config.start_timeout_secs);
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(5)))
-            .build()
-            .into();
-        for i in 0..self.children.len() {
-            let url = format!("http://127.0.0.1:{}/health", self.ports[i]);
+        let agent = health_agent();
+        for &i in which {
             loop {
                 if let Ok(Some(status)) = self.children[i].try_wait() {
                     let why = format!(
@@ -204,7 +241,7 @@ impl LlamaServers {
                     self.stop();
                     return Err(LlamaServerError(why));
                 }
-                if agent.get(&url).call().is_ok_and(|r| r.status() == 200) {
+                if healthy(&agent, self.ports[i]) {
                     break;
                 }
                 if Instant::now() > deadline {
@@ -235,6 +272,23 @@ impl Drop for LlamaServers {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The client of the health checks: a server that does not answer in 5 s is not healthy.
+fn health_agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .into()
+}
+
+/// Whether the server on `port` answers `/health` with 200 (ready).
+fn healthy(agent: &ureq::Agent, port: u16) -> bool {
+    agent
+        .get(&format!("http://127.0.0.1:{port}/health"))
+        .call()
+        .is_ok_and(|r| r.status() == 200)
 }
 
 /// A port nothing listens on now.
