@@ -7,7 +7,7 @@
 use super::error::{TrainError, io};
 use crate::Pretrained;
 use crate::engine::Engine;
-use crate::io::GgufFile;
+use crate::io::{GgufDtype, GgufFile};
 use crate::model::{Decoder, ModelConfig};
 use crate::server::{LlamaServerConfig, LlamaServers, ServerConfig, ServerPolicy};
 use agentfly_core::rollout::Policy;
@@ -29,7 +29,8 @@ pub(super) struct Served {
     servers: Mutex<LlamaServers>,
     /// The GGUF each written policy takes its metadata and tensor names from.
     template: GgufFile,
-    config: LlamaServerConfig,
+    /// How the written policies store their matrices.
+    dtype: GgufDtype,
     /// Where the policies are written (`<output>/served`).
     dir: PathBuf,
 }
@@ -63,7 +64,7 @@ impl Generator {
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         let path = write_policy(
             &template,
-            config,
+            config.dtype,
             &dir,
             &model.decoder,
             &model.config,
@@ -82,7 +83,7 @@ impl Generator {
             policy,
             servers: Mutex::new(servers),
             template,
-            config: config.clone(),
+            dtype: config.dtype,
             dir,
         })))
     }
@@ -102,7 +103,7 @@ impl Generator {
             Self::LlamaServer(served) => {
                 let path = write_policy(
                     &served.template,
-                    &served.config,
+                    served.dtype,
                     &served.dir,
                     &decoder,
                     config,
@@ -122,8 +123,8 @@ impl Generator {
         }
     }
 
-    /// Starts again any llama.cpp server that has exited since the last rollout (crashed
-    /// or killed), on the policy being served. Call it before a rollout.
+    /// Starts again any llama.cpp server that has exited or does not answer (crashed,
+    /// killed, hung), on the policy being served. Call it before a rollout.
     pub(super) fn revive(&self) -> Result<(), TrainError> {
         if let Self::LlamaServer(served) = self {
             let mut servers = served.servers.lock().unwrap_or_else(|p| p.into_inner());
@@ -144,7 +145,8 @@ impl Generator {
         }
     }
 
-    /// One line on what generated: the servers' requests, retries and restarts.
+    /// One line on what generated: the servers' requests, retries, failures, restarts and
+    /// revivals.
     pub(super) fn summary(&self) -> Option<String> {
         match self {
             Self::Engine(_) => None,
@@ -175,13 +177,13 @@ impl Generator {
 /// Writes the policy's weights of `version` to `dir/policy-<version>.gguf` (atomically).
 fn write_policy(
     template: &GgufFile,
-    config: &LlamaServerConfig,
+    dtype: GgufDtype,
     dir: &Path,
     decoder: &Decoder,
     model: &ModelConfig,
     version: u64,
 ) -> Result<PathBuf, TrainError> {
     let path = dir.join(format!("policy-{version:06}.gguf"));
-    template.write_weights(&decoder.to_weights(model), model, config.dtype, &path)?;
+    template.write_weights(&decoder.to_weights(model), model, dtype, &path)?;
     Ok(path)
 }

@@ -175,7 +175,7 @@ impl LlamaServers {
         Ok(dead.len())
     }
 
-    /// How many servers were started again after exiting on their own.
+    /// How many servers [`LlamaServers::revive`] started again (exited or not answering).
     pub fn revived(&self) -> u64 {
         self.revived
     }

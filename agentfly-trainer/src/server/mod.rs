@@ -242,13 +242,7 @@ impl Inner {
                     stats.seconds += start.elapsed().as_secs_f64();
                     return Ok(generated);
                 }
-                Err(Failure::Fatal(e)) => {
-                    let why = format!("{url}: {e}");
-                    let mut stats = lock(&self.stats);
-                    stats.failures += 1;
-                    stats.last_failure = Some(why.clone());
-                    return Err(PolicyError(why));
-                }
+                Err(Failure::Fatal(e)) => return Err(self.failed(format!("{url}: {e}"))),
                 Err(Failure::Retry(e)) => {
                     why = format!("{url}: {e}");
                     if attempt < self.config.retries {
@@ -261,10 +255,15 @@ impl Inner {
             "no server answered after {} attempts; the last: {why}",
             self.config.retries + 1
         );
+        Err(self.failed(why))
+    }
+
+    /// Counts a request that failed for good, remembers why, and gives its error.
+    fn failed(&self, why: String) -> PolicyError {
         let mut stats = lock(&self.stats);
         stats.failures += 1;
         stats.last_failure = Some(why.clone());
-        Err(PolicyError(why))
+        PolicyError(why)
     }
 
     fn attempt(&self, url: &str, body: &str, stop_ids: &[u32]) -> Result<Generated, Failure> {
