@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod tiny_chat;
+
 use burn::tensor::Device;
 use safetensors::SafeTensors;
 use std::path::PathBuf;
