@@ -56,7 +56,7 @@ enum Command {
     /// Render a chat template over a conversation, exactly.
     Render(commands::render::Args),
     /// Run n chains per sample of a dataset and write the trajectories.
-    Rollout(commands::rollout::Args),
+    Rollout(Box<commands::rollout::Args>),
     /// Generate a task's datasets: `tasks arithmetic --out DIR`.
     #[command(subcommand)]
     Tasks(TaskCommand),
@@ -96,7 +96,7 @@ fn main() -> ExitCode {
             Command::Logits(args) => commands::logits::run(args),
             Command::ExportGguf(args) => commands::export_gguf::run(args),
             Command::Render(args) => commands::render::run(args),
-            Command::Rollout(args) => commands::rollout::run(args),
+            Command::Rollout(args) => commands::rollout::run(*args),
             Command::Tasks(TaskCommand::Arithmetic(args)) => commands::tasks::run(args),
             Command::Train(args) => commands::train::train(args),
             Command::Eval(args) => commands::train::eval(args),

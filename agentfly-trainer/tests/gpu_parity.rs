@@ -11,7 +11,6 @@
 
 mod common;
 
-use agentfly_core::reward;
 use agentfly_trainer::Pretrained;
 use agentfly_trainer::device::parse_device;
 use agentfly_trainer::generate::{SamplingParams, generate};
@@ -26,13 +25,6 @@ use serde_json::Value;
 use std::path::Path;
 
 agentfly_core::link!(agentfly_tools);
-
-/// 1 when the response has an odd number of characters: a reward the random tiny model
-/// earns about half the time, so groups differ (the training-loop tests' reward).
-#[reward]
-fn odd_length(response: &str) -> f32 {
-    (response.chars().count() % 2) as f32
-}
 
 /// The GPU device under test.
 fn gpu() -> String {

@@ -15,8 +15,8 @@
 
 mod common;
 
+use agentfly_core::Sample;
 use agentfly_core::rollout::{Policy, RolloutOutput};
-use agentfly_core::{Sample, reward};
 use agentfly_trainer::Pretrained;
 use agentfly_trainer::engine::{Engine, EngineConfig};
 use agentfly_trainer::io::GgufDtype;
@@ -26,13 +26,6 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 agentfly_core::link!(agentfly_tools);
-
-/// 1 when the response has an odd number of characters: groups of sampled chains differ,
-/// so every RL step has something to learn and its weights change.
-#[reward]
-fn odd_length(response: &str) -> f32 {
-    (response.chars().count() % 2) as f32
-}
 
 fn samples() -> Vec<Sample> {
     common::calculator_samples(&[

@@ -15,13 +15,6 @@ use std::path::{Path, PathBuf};
 
 agentfly_core::link!(agentfly_tools);
 
-/// 1 when the response has an odd number of characters: a reward the random tiny model
-/// earns about half the time, so groups differ.
-#[reward]
-fn odd_length(response: &str) -> f32 {
-    (response.chars().count() % 2) as f32
-}
-
 /// A broken reward: finite, but so large that a critic's squared error overflows.
 #[reward]
 fn enormous() -> f32 {

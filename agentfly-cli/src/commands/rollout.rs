@@ -8,7 +8,7 @@ use agentfly_core::rollout::{ChainConfig, ChainSetup, Policy, Rollout};
 use agentfly_core::{Rewards, Toolbox, data};
 use agentfly_envs::{RemoteConfig, RemoteEnv};
 use agentfly_trainer::engine::{Engine, EngineConfig};
-use agentfly_trainer::server::{ServerConfig, ServerPolicy};
+use agentfly_trainer::server::{ServerApi, ServerConfig, ServerPolicy};
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
@@ -87,11 +87,18 @@ pub struct Args {
     /// Or a running remote-environment server (HTTP), e.g. `http://127.0.0.1:8000`.
     #[arg(long)]
     remote_url: Option<String>,
-    /// Generate on llama.cpp servers (`llama-server`) instead of the built-in engine:
-    /// their base URLs, comma-separated, used in turn. `--model` still gives the tokenizer
-    /// and chat template: the model the servers serve (see `agentfly export-gguf`).
+    /// Generate on inference servers instead of the built-in engine: their base URLs,
+    /// comma-separated, used in turn. `--model` still gives the tokenizer and chat
+    /// template: the model the servers serve (for llama.cpp see `agentfly export-gguf`).
     #[arg(long, value_delimiter = ',')]
     server: Vec<String>,
+    /// The servers' API: `llama.cpp` (`/completion`), `vllm` (`/v1/completions`; run it
+    /// with `--logprobs-mode processed_logprobs`) or `sglang` (`/generate`).
+    #[arg(long, default_value = "llama.cpp", requires = "server")]
+    server_api: ServerApi,
+    /// The served model's name, sent to vLLM (default: the server's only model).
+    #[arg(long, requires = "server")]
+    server_model: Option<String>,
     /// Only the first N samples.
     #[arg(long)]
     limit: Option<usize>,
@@ -103,7 +110,7 @@ pub struct Args {
     json: bool,
 }
 
-/// What generates: the built-in engine, or llama.cpp servers.
+/// What generates: the built-in engine, or inference servers.
 enum Generator {
     Engine(Engine),
     Servers(ServerPolicy),
@@ -183,6 +190,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         drop(model);
         let config = ServerConfig {
             urls: args.server.clone(),
+            api: args.server_api,
+            model: args.server_model.clone(),
             ..ServerConfig::default()
         };
         Generator::Servers(ServerPolicy::new(config)?)

@@ -1,7 +1,7 @@
 //! The training run's TOML configuration. Errors name the file and the key.
 
 use crate::engine::EngineConfig;
-use crate::server::LlamaServerConfig;
+use crate::server::{ExternalServersConfig, LlamaServerConfig};
 use crate::train::{OptimConfig, TrainSection};
 use agentfly_core::rl::Estimator;
 use agentfly_core::rollout::ChainConfig;
@@ -193,6 +193,9 @@ pub struct RolloutSection {
     /// Roll out on llama.cpp servers instead of the engine (`[rollout.llama_server]`): the
     /// trainer starts them and pushes each update's weights to them.
     pub llama_server: Option<LlamaServerConfig>,
+    /// Or roll out on running vLLM or SGLang servers (`[rollout.servers]`): the trainer
+    /// writes each update's weights where they can read them and has them load it.
+    pub servers: Option<ExternalServersConfig>,
 }
 
 impl Default for RolloutSection {
@@ -207,6 +210,7 @@ impl Default for RolloutSection {
             overlap: false,
             engine: EngineConfig::default(),
             llama_server: None,
+            servers: None,
         }
     }
 }
@@ -341,6 +345,9 @@ impl TrainerConfig {
         if let Some(sft) = &mut self.sft {
             fix(&mut sft.data);
         }
+        if let Some(dir) = self.rollout.servers.as_mut().and_then(|s| s.dir.as_mut()) {
+            fix(dir);
+        }
     }
 
     /// Checks the values; the message starts with the key at fault.
@@ -369,6 +376,15 @@ impl TrainerConfig {
                     .and_then(|v| v["name"].as_str().map(str::to_string))
                     .unwrap_or_default()
             ));
+        }
+        if let Some(servers) = &self.rollout.servers {
+            if self.rollout.llama_server.is_some() {
+                return Err("rollout.servers: roll out on [rollout.llama_server] or on \
+                     [rollout.servers], not both"
+                    .into());
+            }
+            crate::server::WeightSync::new(servers)
+                .map_err(|e| format!("rollout.servers: {}", e.0))?;
         }
         if self.rollout.samples_per_step == 0 {
             return Err("rollout.samples_per_step: must be at least 1".into());

@@ -1,15 +1,18 @@
 //! What the chains sample from, and how each update's weights reach it: the built-in
-//! engine (the new decoder handed over in memory) or llama.cpp servers the trainer runs
+//! engine (the new decoder handed over in memory), llama.cpp servers the trainer runs
 //! (`[rollout.llama_server]`: the policy written as a GGUF file, then the servers restarted
-//! on it). Either way every generation records the version of the weights that made it:
-//! the number of RL updates behind them.
+//! on it), or vLLM / SGLang servers run elsewhere (`[rollout.servers]`: the policy written
+//! in Hugging Face layout where they can read it, then loaded by each). Every generation
+//! records the version of the weights that made it: the number of RL updates behind them.
 
 use super::error::{TrainError, io};
 use crate::Pretrained;
 use crate::engine::Engine;
-use crate::io::{GgufDtype, GgufFile};
+use crate::io::{GgufDtype, GgufFile, write_safetensors};
 use crate::model::{Decoder, ModelConfig};
-use crate::server::{LlamaServerConfig, LlamaServers, ServerConfig, ServerPolicy};
+use crate::server::{
+    ExternalServersConfig, LlamaServerConfig, LlamaServers, ServerConfig, ServerPolicy, WeightSync,
+};
 use agentfly_core::rollout::Policy;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -21,6 +24,22 @@ pub(super) enum Generator {
     Engine(Engine),
     /// llama.cpp servers on the policy's latest GGUF.
     LlamaServer(Box<Served>),
+    /// vLLM or SGLang servers run elsewhere, on the policy's latest directory.
+    External(Box<External>),
+}
+
+/// vLLM or SGLang servers, the policy over them and where the policies are written.
+pub(super) struct External {
+    policy: ServerPolicy,
+    sync: WeightSync,
+    /// Where the policies are written.
+    dir: PathBuf,
+    /// The same directory as the servers see it.
+    server_dir: PathBuf,
+    /// The policy directory the servers were last given, removed when the next one is.
+    current: Mutex<Option<PathBuf>>,
+    /// Pushes made, and their summed seconds.
+    pushes: Mutex<(u64, f64)>,
 }
 
 /// llama.cpp servers, the policy over them and where the policy's GGUF files are written.
@@ -41,7 +60,43 @@ impl Generator {
         match self {
             Self::Engine(engine) => engine,
             Self::LlamaServer(served) => &served.policy,
+            Self::External(external) => &external.policy,
         }
+    }
+
+    /// The servers of `config`, given `model`'s weights as `version` (so they serve exactly
+    /// the trainer's policy from the first rollout on, a resumed run's too).
+    pub(super) fn external(
+        config: &ExternalServersConfig,
+        model: &Pretrained,
+        version: u64,
+        output: &Path,
+    ) -> Result<Self, TrainError> {
+        let sync = WeightSync::new(config).map_err(|e| TrainError::Engine(e.to_string()))?;
+        let dir = config.dir.clone().unwrap_or_else(|| output.join("served"));
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let server_dir = match &config.server_dir {
+            Some(d) => d.clone(),
+            None => std::path::absolute(&dir).map_err(io(&dir))?,
+        };
+        let policy = ServerPolicy::new(ServerConfig {
+            urls: config.urls.clone(),
+            api: config.api,
+            model: config.model.clone(),
+            request_timeout: Duration::from_secs(config.request_timeout_secs),
+            ..ServerConfig::default()
+        })
+        .map_err(|e| TrainError::Engine(e.0))?;
+        let generator = Self::External(Box::new(External {
+            policy,
+            sync,
+            dir,
+            server_dir,
+            current: Mutex::new(None),
+            pushes: Mutex::new((0, 0.0)),
+        }));
+        generator.push(model.decoder.clone(), &model.config, version)?;
+        Ok(generator)
     }
 
     /// llama.cpp servers started on `model`'s weights as `version`, written to
@@ -120,6 +175,7 @@ impl Generator {
                 }
                 Ok(())
             }
+            Self::External(external) => external.push(&decoder, config, version),
         }
     }
 
@@ -142,6 +198,7 @@ impl Generator {
         match self {
             Self::Engine(engine) => engine.set_policy_version(version),
             Self::LlamaServer(served) => served.policy.set_policy_version(version),
+            Self::External(external) => external.policy.set_policy_version(version),
         }
     }
 
@@ -170,7 +227,63 @@ impl Generator {
                     revived
                 ))
             }
+            Self::External(external) => {
+                let stats = external.policy.stats();
+                let (pushes, seconds) = *lock(&external.pushes);
+                let last = stats
+                    .last_failure
+                    .map(|why| format!(" (the last failure: {why})"))
+                    .unwrap_or_default();
+                Some(format!(
+                    "servers: {} requests, {} retries, {} failures, {} tokens, {pushes} weight \
+                     pushes ({seconds:.1} s){last}",
+                    stats.requests, stats.retries, stats.failures, stats.generated_tokens,
+                ))
+            }
         }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl External {
+    /// Writes `decoder` as `policy-<version>/` (Hugging Face layout, atomically), has every
+    /// server load it, then removes the directory they were given before.
+    fn push(
+        &self,
+        decoder: &Decoder,
+        config: &ModelConfig,
+        version: u64,
+    ) -> Result<(), TrainError> {
+        let start = std::time::Instant::now();
+        let name = format!("policy-{version:06}");
+        let path = self.dir.join(&name);
+        let tmp = self.dir.join(format!(".incomplete-{name}"));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+        let mut hf = serde_json::to_value(config).expect("the model's config serializes");
+        hf["torch_dtype"] = "float32".into();
+        let config_path = tmp.join("config.json");
+        std::fs::write(&config_path, hf.to_string()).map_err(io(&config_path))?;
+        write_safetensors(&decoder.to_weights(config), &tmp.join("model.safetensors"))?;
+        if path.exists() {
+            std::fs::remove_dir_all(&path).map_err(io(&path))?;
+        }
+        std::fs::rename(&tmp, &path).map_err(io(&path))?;
+        self.sync
+            .push(&self.server_dir.join(&name))
+            .map_err(|e| TrainError::Engine(e.to_string()))?;
+        self.policy.set_policy_version(version);
+        let old = lock(&self.current).replace(path.clone());
+        if let Some(old) = old.filter(|old| *old != path) {
+            std::fs::remove_dir_all(&old).map_err(io(&old))?;
+        }
+        let mut pushes = lock(&self.pushes);
+        pushes.0 += 1;
+        pushes.1 += start.elapsed().as_secs_f64();
+        Ok(())
     }
 }
 

@@ -12,7 +12,7 @@
 //! | `rows` | trajectories → training rows: masks and advantages |
 //! | `rl_step` | one RL step: rollouts with dynamic sampling, rows, update, weights to the engine; overlapped with the next rollout under `rollout.overlap` |
 //! | `batch` | a rolled-out batch waiting for its update, kept in checkpoints; staleness from each turn's policy version |
-//! | `generator` | what samples (the engine, or llama.cpp servers under `[rollout.llama_server]`) and how new weights reach it |
+//! | `generator` | what samples (the engine, llama.cpp servers under `[rollout.llama_server]`, vLLM or SGLang servers under `[rollout.servers]`) and how new weights reach it |
 //! | `sft` | the supervised warm start |
 //! | `train_loop` | the loop: SFT, steps, metrics, checkpoints, the final model |
 //! | `eval` | [`EvalReport`]: held-out accuracy with its Wilson interval |

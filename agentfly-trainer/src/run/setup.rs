@@ -134,8 +134,11 @@ impl Trainer {
         let model_config = serving.config.clone();
         let tokenizer_config = serving.tokenizer_config.clone();
         let version = saved.as_ref().map_or(0, |s| s.step as u64);
-        let generator = match &config.rollout.llama_server {
-            Some(server) => {
+        let generator = match (&config.rollout.llama_server, &config.rollout.servers) {
+            (None, Some(servers)) => {
+                Generator::external(servers, &serving, version, &config.output.dir)?
+            }
+            (Some(server), _) => {
                 let server = LlamaServerConfig {
                     gguf: server.gguf.clone().or_else(|| {
                         let path = &config.model.path;
@@ -147,7 +150,7 @@ impl Trainer {
                 };
                 Generator::llama_server(&server, &serving, version, &config.output.dir)?
             }
-            None => {
+            (None, None) => {
                 let engine = Engine::start(serving, config.rollout.engine.clone());
                 engine.set_policy_version(version);
                 Generator::Engine(engine)

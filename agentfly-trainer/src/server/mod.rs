@@ -1,28 +1,28 @@
 //! Rollouts on inference servers: [`ServerPolicy`] is a [`Policy`] over llama.cpp's
-//! `llama-server`, token ids in and token ids with their log-probabilities out, so
-//! token-in/token-out holds as with the built-in engine. Several servers are used in turn;
-//! every request has a deadline, and one that cannot connect or times out is retried on
-//! the next server, a bounded number of times.
+//! `llama-server`, vLLM or SGLang ([`ServerApi`]), token ids in and token ids with their
+//! log-probabilities out, so token-in/token-out holds as with the built-in engine. Several
+//! servers are used in turn; every request has a deadline, and one that cannot connect,
+//! times out or finds the server busy (HTTP 503) is retried on the next server, a bounded
+//! number of times. What each API is asked for, and what its log-probabilities mean, is in
+//! [`api`].
 //!
-//! The request (`POST /completion`) asks for exactly the sampling the chain asked for:
-//! the prompt as ids, only the `top_k`, `top_p` and `temperature` samplers (no min-p, no
-//! repetition penalty — llama.cpp's defaults would change the distribution), the request's
-//! seed, `return_tokens` for the sampled ids and `n_probs: 1` with `post_sampling_probs`
-//! for each one's probability under the sampling distribution. The server stops at the
-//! model's end-of-generation ids and at the stop strings; a request's other stop ids are
-//! applied here (the output is cut after the first).
-//!
+//! [`WeightSync`] pushes each update's weights to vLLM or SGLang servers run by someone
+//! else (`[rollout.servers]`), written in Hugging Face layout where they can read them.
 //! [`LlamaServers`] runs the servers itself, for training: it starts them on a GGUF the
 //! trainer wrote and restarts them on each new policy's GGUF (a weight update); the
 //! policy's version ([`ServerPolicy::set_policy_version`]) is recorded in every generation.
 
+pub mod api;
+mod external;
 mod llama;
 
+pub use api::ServerApi;
+pub use external::{ExternalServersConfig, SyncError, WeightSync};
 pub use llama::{LlamaServerConfig, LlamaServers};
 
-use agentfly_core::rollout::{GenerateRequest, Generated, GenerationEnd, Policy, PolicyError};
+use agentfly_core::rollout::{GenerateRequest, Generated, Policy, PolicyError};
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -32,6 +32,10 @@ use std::time::{Duration, Instant};
 pub struct ServerConfig {
     /// The servers' base URLs (e.g. `http://127.0.0.1:8080`), used in turn.
     pub urls: Vec<String>,
+    /// The API they speak.
+    pub api: ServerApi,
+    /// The served model's name, sent to vLLM (optional there; its only model when absent).
+    pub model: Option<String>,
     /// The longest one request may take.
     pub request_timeout: Duration,
     /// How many times a request that could not connect or timed out is tried again (each
@@ -45,6 +49,8 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             urls: Vec::new(),
+            api: ServerApi::default(),
+            model: None,
             request_timeout: Duration::from_secs(120),
             retries: 2,
             max_answer_bytes: 16 << 20,
@@ -69,7 +75,7 @@ pub struct ServerStats {
     pub last_failure: Option<String>,
 }
 
-/// A [`Policy`] over llama.cpp servers (see the module's documentation).
+/// A [`Policy`] over inference servers (see the module's documentation).
 #[derive(Debug, Clone)]
 pub struct ServerPolicy {
     inner: Arc<Inner>,
@@ -140,92 +146,13 @@ impl Policy for ServerPolicy {
     }
 }
 
-/// The `/completion` body asking for `r`'s sampling.
-fn body(r: &GenerateRequest) -> Value {
-    json!({
-        "prompt": r.context,
-        "n_predict": r.max_new_tokens,
-        "temperature": r.temperature,
-        "top_k": r.top_k,
-        "top_p": r.top_p,
-        "min_p": 0.0,
-        "samplers": ["top_k", "top_p", "temperature"],
-        "seed": r.seed,
-        "stop": r.stop_strings,
-        "n_probs": 1,
-        "post_sampling_probs": true,
-        "return_tokens": true,
-        "cache_prompt": true,
-        "stream": false,
-    })
-}
-
-/// The generation in a `/completion` answer, cut after the first of `stop_ids`.
-fn parse(answer: &Value, stop_ids: &[u32]) -> Result<Generated, String> {
-    let tokens = answer["tokens"]
-        .as_array()
-        .ok_or("the answer has no `tokens` (a llama.cpp server older than `return_tokens`?)")?;
-    let probs = answer["completion_probabilities"]
-        .as_array()
-        .ok_or("the answer has no `completion_probabilities`")?;
-    if probs.len() < tokens.len() {
-        // llama.cpp's server records a token's probability only once the text generated so
-        // far ends on a whole UTF-8 character: a token that ends inside one (part of an
-        // emoji or a CJK character) gets none, and which one it was cannot be told from
-        // the ids alone.
-        return Err(format!(
-            "the answer has {} tokens but {} probabilities: llama.cpp's server gives none \
-             for a token that ends inside a UTF-8 character, so this generation's \
-             log-probabilities are unknown",
-            tokens.len(),
-            probs.len()
-        ));
-    }
-    if probs.len() != tokens.len() {
-        return Err(format!(
-            "the answer has {} tokens but {} probabilities",
-            tokens.len(),
-            probs.len()
-        ));
-    }
-    let mut end = match answer["stop_type"].as_str() {
-        Some("eos" | "word") => GenerationEnd::Stop,
-        Some("limit") => GenerationEnd::Length,
-        other => return Err(format!("unexpected stop_type {other:?}")),
-    };
-    let (mut ids, mut logprobs) = (Vec::new(), Vec::new());
-    for (token, prob) in tokens.iter().zip(probs) {
-        let id = token
-            .as_u64()
-            .and_then(|id| u32::try_from(id).ok())
-            .ok_or_else(|| format!("token {token} is not an id"))?;
-        if prob["id"].as_u64().is_some_and(|p| p != u64::from(id)) {
-            return Err(format!(
-                "the probability of token {id} is for {}",
-                prob["id"]
-            ));
-        }
-        let p = prob["prob"]
-            .as_f64()
-            .ok_or_else(|| format!("no probability for token {id}: {prob}"))?;
-        ids.push(id);
-        logprobs.push(p.ln() as f32);
-        if stop_ids.contains(&id) {
-            end = GenerationEnd::Stop;
-            break;
-        }
-    }
-    Ok(Generated {
-        ids,
-        logprobs,
-        end,
-        policy_version: 0,
-    })
-}
-
 impl Inner {
     fn generate(&self, request: &GenerateRequest) -> Result<Generated, PolicyError> {
-        let body = body(request).to_string();
+        let body = self
+            .config
+            .api
+            .body(request, self.config.model.as_deref())
+            .to_string();
         let start = Instant::now();
         let mut why = String::new();
         // Requests start on the servers in turn; a retry goes on to the next server, so
@@ -267,7 +194,8 @@ impl Inner {
     }
 
     fn attempt(&self, url: &str, body: &str, stop_ids: &[u32]) -> Result<Generated, Failure> {
-        let endpoint = format!("{}/completion", url.trim_end_matches('/'));
+        let api = self.config.api;
+        let endpoint = format!("{}{}", url.trim_end_matches('/'), api.endpoint());
         let mut response = self
             .agent
             .post(&endpoint)
@@ -292,12 +220,15 @@ impl Inner {
             Failure::Fatal(format!("the answer is not JSON ({e}): {shown:?}"))
         })?;
         match status {
-            200 => parse(&answer, stop_ids).map_err(Failure::Fatal),
+            200 => api.parse(&answer, stop_ids).map_err(Failure::Fatal),
             // Busy or restarting (a weight update): another server, or later.
-            503 => Err(Failure::Retry(format!("HTTP 503: {}", answer["error"]))),
+            503 => Err(Failure::Retry(format!(
+                "HTTP 503: {}",
+                api.error_message(&answer)
+            ))),
             _ => Err(Failure::Fatal(format!(
                 "HTTP {status}: {}",
-                answer["error"]
+                api.error_message(&answer)
             ))),
         }
     }
@@ -306,58 +237,6 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn answers_become_ids_and_log_probabilities_cut_at_a_stop_id() {
-        let answer = json!({
-            "tokens": [5, 9, 2, 7],
-            "completion_probabilities": [
-                {"id": 5, "prob": 0.5}, {"id": 9, "prob": 1.0},
-                {"id": 2, "prob": 0.25}, {"id": 7, "prob": 0.1}
-            ],
-            "stop_type": "limit"
-        });
-        let g = parse(&answer, &[2]).unwrap();
-        assert_eq!(g.ids, [5, 9, 2]);
-        assert_eq!(g.end, GenerationEnd::Stop);
-        let want = [0.5f32.ln(), 0.0, 0.25f32.ln()];
-        for (a, b) in g.logprobs.iter().zip(want) {
-            assert!((a - b).abs() < 1e-6);
-        }
-        let whole = parse(&answer, &[]).unwrap();
-        assert_eq!((whole.ids.len(), whole.end), (4, GenerationEnd::Length));
-    }
-
-    #[test]
-    fn malformed_answers_are_errors_that_say_what_is_wrong() {
-        let cases = [
-            (json!({"content": "hi"}), "no `tokens`"),
-            (
-                json!({"tokens": [1], "completion_probabilities": [], "stop_type": "eos"}),
-                "ends inside a UTF-8 character",
-            ),
-            (
-                json!({"tokens": [], "completion_probabilities": [{"id": 3, "prob": 1.0}], "stop_type": "eos"}),
-                "0 tokens but 1 probabilities",
-            ),
-            (
-                json!({"tokens": [1], "completion_probabilities": [{"id": 3, "prob": 1.0}], "stop_type": "eos"}),
-                "is for 3",
-            ),
-            (
-                json!({"tokens": [1], "completion_probabilities": [{"id": 1}], "stop_type": "eos"}),
-                "no probability",
-            ),
-            (
-                json!({"tokens": [], "completion_probabilities": [], "stop_type": "none"}),
-                "unexpected stop_type",
-            ),
-        ];
-        for (answer, want) in cases {
-            let err = parse(&answer, &[]).unwrap_err();
-            assert!(err.contains(want), "{err} (wanted {want})");
-        }
-    }
 
     #[test]
     fn a_server_that_is_not_there_is_retried_then_named() {

@@ -2,10 +2,19 @@
 //! written here), and a short RL run's configuration over it, for the training-loop tests.
 
 use super::{device, fixtures};
+use agentfly_core::reward;
 use agentfly_trainer::Pretrained;
 use agentfly_trainer::model::{Decoder, ModelConfig};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
+
+/// 1 when the response has an odd number of characters: a reward the random tiny model
+/// earns about half the time, so groups of sampled chains differ and every RL step has
+/// something to learn.
+#[reward]
+pub fn odd_length(response: &str) -> f32 {
+    (response.chars().count() % 2) as f32
+}
 
 /// GPT-2's byte-to-character table of byte-level BPE.
 fn byte_chars() -> Vec<char> {

@@ -1,0 +1,154 @@
+"""A stand-in for vLLM's and SGLang's HTTP APIs, for agentfly's protocol tests.
+
+It speaks the subset of each API that agentfly uses, with the request checks and answer
+shapes of the servers' own source (vLLM 0.20 `/v1/completions`, `/collective_rpc`,
+`/reset_prefix_cache`; SGLang 0.5 `/generate`, `/update_weights_from_disk`), but it has no
+model: it samples token ids uniformly from the first VOCAB ids (seeded by the request's
+seed for vLLM, unseeded for SGLang, as those servers do by default), and reports each one's log-probability as ln(1/VOCAB). A weight push is
+checked (the directory holds `config.json` and a `model.safetensors` whose header parses)
+and recorded. Neither vLLM nor SGLang runs without a CUDA GPU, so this is what the
+repository's tests can check against; see README, "Beyond one machine".
+
+    python3 stand_in.py vllm|sglang VOCAB
+
+prints the port it listens on (127.0.0.1), then serves until killed. `GET /log` gives
+what it was asked: generations, pushes (with whether the directory was complete), cache
+resets. vLLM's development endpoints answer 404 unless VLLM_SERVER_DEV_MODE=1, as in vLLM.
+"""
+
+import json
+import math
+import os
+import random
+import struct
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+API = sys.argv[1]
+VOCAB = int(sys.argv[2])
+DEV_MODE = os.environ.get("VLLM_SERVER_DEV_MODE") == "1"
+LOG = {"generations": 0, "pushes": [], "prefix_cache_resets": 0}
+LOCK = threading.Lock()
+
+SGLANG_SAMPLING = {
+    "max_new_tokens", "temperature", "top_p", "top_k", "min_p", "stop", "stop_token_ids",
+    "skip_special_tokens", "no_stop_trim", "ignore_eos", "repetition_penalty",
+}
+
+
+def complete_dir(path):
+    """Whether `path` holds a Hugging Face model: config.json and a parsable safetensors."""
+    try:
+        with open(os.path.join(path, "config.json")) as f:
+            json.load(f)
+        with open(os.path.join(path, "model.safetensors"), "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(n))
+        return any(k.endswith("embed_tokens.weight") for k in header)
+    except (OSError, ValueError, struct.error):
+        return False
+
+
+def sample(seed, max_new, stop_ids):
+    rng = random.Random(seed)
+    ids = []
+    while len(ids) < max_new:
+        ids.append(rng.randrange(VOCAB))
+        if ids[-1] in stop_ids:
+            return ids, True
+    return ids, False
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, body):
+        data = b"" if body is None else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path == "/health":
+            self.answer(200, None)
+        elif self.path == "/log":
+            with LOCK:
+                self.answer(200, LOG)
+        else:
+            self.answer(404, {"detail": "Not Found"})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+        route = (API, self.path)
+        if route == ("sglang", "/generate"):
+            self.sglang_generate(body)
+        elif route == ("sglang", "/update_weights_from_disk"):
+            ok = complete_dir(body["model_path"])
+            with LOCK:
+                LOG["pushes"].append({"path": body["model_path"], "complete": ok})
+            message = "Succeeded to update model weights." if ok else "Failed to load."
+            self.answer(200 if ok else 400, {"success": ok, "message": message,
+                                             "num_paused_requests": 0})
+        elif route == ("vllm", "/v1/completions"):
+            self.vllm_complete(body)
+        elif API == "vllm" and self.path in ("/collective_rpc", "/reset_prefix_cache"):
+            if not DEV_MODE:
+                self.answer(404, {"detail": "Not Found"})
+            elif self.path == "/reset_prefix_cache":
+                with LOCK:
+                    LOG["prefix_cache_resets"] += 1
+                self.answer(200, None)
+            else:
+                path = body["kwargs"]["weights_path"]
+                ok = body["method"] == "reload_weights" and complete_dir(path)
+                with LOCK:
+                    LOG["pushes"].append({"path": path, "complete": ok})
+                if ok:
+                    self.answer(200, {"results": [None]})
+                else:
+                    self.answer(500, {"error": {"message": f"cannot load {path}"}})
+        else:
+            self.answer(404, {"detail": "Not Found"})
+
+    def sglang_generate(self, body):
+        params = body.get("sampling_params", {})
+        unknown = set(params) - SGLANG_SAMPLING
+        if unknown or params.get("top_k") == 0 or not body.get("return_logprob"):
+            why = f"unknown keys {sorted(unknown)}" if unknown else "top_k must be -1 or at least 1"
+            self.answer(400, {"error": {"message": why}})
+            return
+        # SGLang seeds a request only under --enable-deterministic-inference.
+        ids, stopped = sample(None, params["max_new_tokens"], params.get("stop_token_ids", []))
+        with LOCK:
+            LOG["generations"] += 1
+        finish = ({"type": "stop", "matched": ids[-1]} if stopped
+                  else {"type": "length", "length": len(ids)})
+        lp = -math.log(VOCAB)
+        self.answer(200, {"text": "", "output_ids": ids, "meta_info": {
+            "finish_reason": finish, "completion_tokens": len(ids),
+            "output_token_logprobs": [[lp, i, None] for i in ids]}})
+
+    def vllm_complete(self, body):
+        if body.get("logprobs") is None or not isinstance(body.get("prompt"), list):
+            self.answer(400, {"object": "error", "message": "expected ids and logprobs",
+                              "code": 400})
+            return
+        ids, stopped = sample(body["seed"], body["max_tokens"], body.get("stop_token_ids", []))
+        with LOCK:
+            LOG["generations"] += 1
+        lp = -math.log(VOCAB)
+        self.answer(200, {"object": "text_completion", "choices": [{
+            "index": 0, "text": "", "finish_reason": "stop" if stopped else "length",
+            "stop_reason": ids[-1] if stopped else None, "token_ids": ids,
+            "logprobs": {"tokens": [f"token_id:{i}" for i in ids],
+                         "token_logprobs": [lp] * len(ids),
+                         "top_logprobs": None, "text_offset": [0] * len(ids)}}]})
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
