@@ -53,8 +53,14 @@ pub fn run(job: &Job) -> Result<(), JobError> {
         );
         if let Some(report) = trainer.sft()? {
             eprintln!(
-                "    loss {:.4} -> {:.4}, {} updates, {:.0}s",
-                report.first_epoch_loss, report.last_epoch_loss, report.updates, report.seconds
+                "    loss {:.4} -> {:.4} (first and last batch; epoch means {:.4} -> {:.4}), {} \
+                 updates, {:.0}s",
+                report.first_batch_loss,
+                report.last_batch_loss,
+                report.first_epoch_loss,
+                report.last_epoch_loss,
+                report.updates,
+                report.seconds
             );
             job.run.write("sft.json", &to_json(&report)?)?;
         } else {

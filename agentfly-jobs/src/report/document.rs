@@ -68,8 +68,15 @@ impl Report {
     pub fn sft(&mut self, sft: &SftReport) {
         let _ = writeln!(
             self.md,
-            "SFT: {} demonstrations, {} updates, mean loss {:.4} (first epoch) → {:.4} (last), {:.0} s.\n",
-            sft.demos, sft.updates, sft.first_epoch_loss, sft.last_epoch_loss, sft.seconds
+            "SFT: {} demonstrations, {} updates, loss {:.4} (first batch) → {:.4} (last batch), \
+             mean loss {:.4} (first epoch) → {:.4} (last), {:.0} s.\n",
+            sft.demos,
+            sft.updates,
+            sft.first_batch_loss,
+            sft.last_batch_loss,
+            sft.first_epoch_loss,
+            sft.last_epoch_loss,
+            sft.seconds
         );
     }
 

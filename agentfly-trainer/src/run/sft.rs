@@ -29,6 +29,12 @@ pub struct SftReport {
     pub first_epoch_loss: f32,
     /// Mean loss of the last epoch.
     pub last_epoch_loss: f32,
+    /// Loss of the first batch (one epoch's means alone say nothing of its descent).
+    #[serde(default)]
+    pub first_batch_loss: f32,
+    /// Loss of the last batch.
+    #[serde(default)]
+    pub last_batch_loss: f32,
     /// Seconds.
     pub seconds: f64,
 }
@@ -55,6 +61,7 @@ impl Trainer {
         let dir = self.output_dir()?.to_path_buf();
         let log = MetricsLog::fresh(dir.join("sft_metrics.jsonl"))?;
         let (mut updates, mut first, mut last) = (0, 0.0f32, 0.0f32);
+        let (mut first_batch, mut last_batch) = (None, 0.0f32);
         let batches_per_epoch = rows.len().div_ceil(sft.batch_size.max(1));
         let bar = progress_bar((sft.epochs * batches_per_epoch) as u64, "sft batch");
         for epoch in 0..sft.epochs {
@@ -76,6 +83,8 @@ impl Trainer {
                 updates += report.updates;
                 total += report.loss;
                 batches += 1;
+                first_batch.get_or_insert(report.loss);
+                last_batch = report.loss;
                 log.append(&serde_json::json!({
                     "epoch": epoch + 1, "batch": b + 1, "loss": report.loss,
                     "grad_norm": report.grad_norm, "tokens": report.tokens,
@@ -104,6 +113,8 @@ impl Trainer {
             updates,
             first_epoch_loss: first,
             last_epoch_loss: last,
+            first_batch_loss: first_batch.unwrap_or_default(),
+            last_batch_loss: last_batch,
             seconds: start.elapsed().as_secs_f64(),
         }))
     }

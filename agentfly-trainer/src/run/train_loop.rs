@@ -29,9 +29,12 @@ impl Trainer {
         let dir = self.output_dir()?.to_path_buf();
         if let Some(report) = self.sft()? {
             eprintln!(
-                "sft: {} demonstrations, {} updates, loss {:.4} -> {:.4} ({:.1}s)",
+                "sft: {} demonstrations, {} updates, loss {:.4} -> {:.4} (first and last batch; \
+                 epoch means {:.4} -> {:.4}) ({:.1}s)",
                 report.demos,
                 report.updates,
+                report.first_batch_loss,
+                report.last_batch_loss,
                 report.first_epoch_loss,
                 report.last_epoch_loss,
                 report.seconds
