@@ -61,23 +61,81 @@ pub(crate) fn micro_batches_of(rows: &[PolicyRow], budget: usize) -> Vec<Vec<usi
     micro_batches_among(rows, &all, budget)
 }
 
-/// The micro-batches of the rows `among` (indices into `rows`). The tokens that all of
-/// them begin with are computed once per micro-batch ([`shared_prefix`]), so they count
-/// once against the budget.
+/// The micro-batches of the rows `among` (indices into `rows`) within `budget` tokens,
+/// counting what a micro-batch computes: its rows padded to the longest, past the prefix
+/// they all share, which runs once ([`shared_prefix`]). Rows with the same prompt (the
+/// tokens before the first they learn from: a group's chains of one sample) are packed
+/// together, longest first, so that each micro-batch runs its prompt once (a text-world
+/// group's 8 chains share the system prompt and the game's first page); when packing by
+/// length alone costs less (long prompts are rare, lengths vary), that packing is kept.
 pub(crate) fn micro_batches_among(
     rows: &[PolicyRow],
     among: &[usize],
     budget: usize,
 ) -> Vec<Vec<usize>> {
-    let shared = shared_prefix(rows, among);
-    let lens: Vec<usize> = among
-        .iter()
-        .map(|&i| rows[i].tokens.len() - shared)
-        .collect();
-    micro_batches(&lens, budget.saturating_sub(shared).max(1))
-        .into_iter()
-        .map(|group| group.into_iter().map(|k| among[k]).collect())
-        .collect()
+    let len = |i: usize| rows[i].tokens.len();
+    let by_length: Vec<Vec<usize>> = {
+        let shared = shared_prefix(rows, among);
+        let lens: Vec<usize> = among.iter().map(|&i| len(i) - shared).collect();
+        micro_batches(&lens, budget.saturating_sub(shared).max(1))
+            .into_iter()
+            .map(|group| group.into_iter().map(|k| among[k]).collect())
+            .collect()
+    };
+    let scored_everywhere = among.iter().any(|&i| rows[i].mask.is_empty());
+    if among.len() < 2 || scored_everywhere || !SHARE_PREFIXES.load(Ordering::Relaxed) {
+        return by_length;
+    }
+    let cost = |group: &[usize]| {
+        let shared = shared_prefix(rows, group);
+        let longest = group.iter().map(|&i| len(i)).max().unwrap_or(0);
+        group.len() * (longest - shared) + shared
+    };
+    let mut clusters: Vec<Vec<usize>> = Vec::new();
+    let mut by_prompt: std::collections::HashMap<&[u32], usize> = Default::default();
+    for &i in among {
+        let row = &rows[i];
+        let prompt = &row.tokens[..(learns_from(row) + 1).min(row.tokens.len())];
+        let k = *by_prompt.entry(prompt).or_insert_with(|| {
+            clusters.push(Vec::new());
+            clusters.len() - 1
+        });
+        clusters[k].push(i);
+    }
+    for cluster in &mut clusters {
+        cluster.sort_by_key(|&i| std::cmp::Reverse(len(i)));
+    }
+    clusters.sort_by_key(|c| std::cmp::Reverse(len(c[0])));
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let mut current: Vec<usize> = Vec::new();
+    for i in clusters.into_iter().flatten() {
+        current.push(i);
+        if current.len() > 1 && cost(&current) > budget {
+            current.pop();
+            out.push(std::mem::replace(&mut current, vec![i]));
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    let total = |packing: &[Vec<usize>]| packing.iter().map(|g| cost(g)).sum::<usize>();
+    if total(&out) < total(&by_length) {
+        out
+    } else {
+        by_length
+    }
+}
+
+/// The position whose hidden state predicts the first token `row` learns from (the last
+/// position when it learns from none; 0 for a row scored at every position).
+fn learns_from(row: &PolicyRow) -> usize {
+    if row.mask.is_empty() {
+        return 0;
+    }
+    match row.mask.iter().position(|&m| m > 0.0) {
+        Some(j) => j.saturating_sub(1),
+        None => row.tokens.len().saturating_sub(1),
+    }
 }
 
 /// The shortest prefix worth running once for a whole micro-batch.
@@ -113,15 +171,7 @@ pub(crate) fn shared_prefix(rows: &[PolicyRow], group: &[usize]) -> usize {
         let row = &rows[i];
         let common = first.iter().zip(&row.tokens).take_while(|(a, b)| a == b);
         // The hidden state at position t predicts token t + 1.
-        let learns_from = if row.mask.is_empty() {
-            0
-        } else {
-            match row.mask.iter().position(|&m| m > 0.0) {
-                Some(j) => j.saturating_sub(1),
-                None => row.tokens.len() - 1,
-            }
-        };
-        shared = shared.min(common.count()).min(learns_from);
+        shared = shared.min(common.count()).min(learns_from(row));
     }
     if shared >= MIN_SHARED_PREFIX {
         shared
@@ -172,4 +222,67 @@ pub(crate) fn picks(rows: &[PolicyRow], group: &[usize]) -> Picks {
 /// The rows' masks from the second token on (what each predicted position learns).
 pub(crate) fn learned_masks(rows: &[PolicyRow]) -> Vec<Vec<f32>> {
     rows.iter().map(|r| r.mask[1..].to_vec()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row: `prompt`, then `tail` learned tokens.
+    fn row(prompt: &[u32], tail: usize, salt: u32) -> PolicyRow {
+        let tokens: Vec<u32> = prompt
+            .iter()
+            .copied()
+            .chain((0..tail as u32).map(|t| 1000 + salt * 100 + t))
+            .collect();
+        let mask = (0..tokens.len())
+            .map(|t| if t >= prompt.len() { 1.0 } else { 0.0 })
+            .collect();
+        PolicyRow {
+            tokens,
+            mask,
+            ..PolicyRow::default()
+        }
+    }
+
+    #[test]
+    fn chains_of_one_prompt_are_packed_together_to_share_it() {
+        let (a, b): (Vec<u32>, Vec<u32>) = ((0..300).collect(), (500..800).collect());
+        // Interleaved, with lengths that a length sort would mix across the two prompts.
+        let rows: Vec<PolicyRow> = (0..8)
+            .map(|k| {
+                let prompt = if k % 2 == 0 { &a } else { &b };
+                row(prompt, 40 + 10 * k, k as u32)
+            })
+            .collect();
+        let among: Vec<usize> = (0..8).collect();
+        let budget = 800;
+        let packed = micro_batches_among(&rows, &among, budget);
+        let mut seen: Vec<usize> = packed.concat();
+        seen.sort();
+        assert_eq!(seen, among, "every row once: {packed:?}");
+        for group in &packed {
+            let first = group[0] % 2;
+            assert!(group.iter().all(|&i| i % 2 == first), "{packed:?}");
+            let shared = shared_prefix(&rows, group);
+            let longest = group.iter().map(|&i| rows[i].tokens.len()).max().unwrap();
+            assert!(group.len() == 1 || group.len() * (longest - shared) + shared <= budget);
+        }
+        // Four rows of ~400 tokens sharing 299: two micro-batches, against 8 / 2 = 4
+        // pairs (or worse) packed by length.
+        assert_eq!(packed.len(), 2, "{packed:?}");
+    }
+
+    #[test]
+    fn rows_without_a_common_prompt_are_packed_by_length_as_before() {
+        let rows: Vec<PolicyRow> = (0..6)
+            .map(|k| row(&[k as u32 * 7 + 1, 2, 3], 10 + 20 * k, k as u32))
+            .collect();
+        let among: Vec<usize> = (0..6).collect();
+        let lens: Vec<usize> = rows.iter().map(|r| r.tokens.len()).collect();
+        assert_eq!(
+            micro_batches_among(&rows, &among, 150),
+            micro_batches(&lens, 150)
+        );
+    }
 }
