@@ -365,3 +365,60 @@ checkpoint_every = 1
     }
     assert_eq!(engine.correct, through_servers.correct);
 }
+
+#[test]
+#[ignore = "needs llama-server (scripts/build-llama-server); scripts/test runs it"]
+fn servers_a_killed_trainer_left_running_are_stopped_when_its_run_starts_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let gguf = dir.path().join("policy.gguf");
+    std::fs::copy(common::smollm2_gguf(), &gguf).unwrap();
+    let config = LlamaServerConfig {
+        binary: Some(llama_server()),
+        parallel: 1,
+        context: 512,
+        threads: 1,
+        // This llama.cpp crashes (SIGSEGV) repacking Q4_1 weights for its CPU kernels.
+        extra_args: vec!["--no-repack".into()],
+        ..LlamaServerConfig::default()
+    };
+    let first = LlamaServers::start(&config, &gguf, dir.path()).unwrap();
+    let pid_file = dir.path().join("llama-servers.pid");
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // A trainer killed with SIGKILL never stops its servers.
+    std::mem::forget(first);
+    let state = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, r)| r.trim_start()[..1].to_string())
+            })
+    };
+    assert!(
+        matches!(state(pid).as_deref(), Some(s) if s != "Z"),
+        "the first server runs"
+    );
+    let second = LlamaServers::start(&config, &gguf, dir.path()).unwrap();
+    // Killed (a zombie until this process, its parent here, reaps it; a killed trainer's
+    // orphans are reaped by init).
+    assert!(
+        matches!(state(pid).as_deref(), None | Some("Z")),
+        "the orphaned server {pid} still runs: {:?}",
+        state(pid)
+    );
+    let new_pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_ne!(new_pid, pid);
+    drop(second);
+    assert!(
+        !pid_file.exists(),
+        "stopping the servers removes their pid file"
+    );
+}

@@ -1,7 +1,9 @@
 //! llama.cpp servers the trainer runs itself: started on a GGUF, restarted on the next
 //! one after each weight update (llama.cpp cannot swap a model's weights in place), on the
 //! same ports, so the policy's URLs stay valid. A server that exits or does not become
-//! healthy in time is an error naming its log.
+//! healthy in time is an error naming its log. The servers' process ids are kept in
+//! `llama-servers.pid` beside their logs: a run whose trainer was killed (its servers
+//! outliving it) and is started again in the same directory stops them first.
 
 use crate::io::GgufDtype;
 use serde::{Deserialize, Serialize};
@@ -83,6 +85,8 @@ pub struct LlamaServers {
     binary: PathBuf,
     ports: Vec<u16>,
     children: Vec<Child>,
+    /// Where the children's process ids are written.
+    pid_file: PathBuf,
     logs: Vec<PathBuf>,
     model: PathBuf,
     restarts: u64,
@@ -107,6 +111,7 @@ impl LlamaServers {
         }
         std::fs::create_dir_all(log_dir)
             .map_err(|e| LlamaServerError(format!("{}: {e}", log_dir.display())))?;
+        stop_orphans(log_dir);
         let n = config.servers.max(1);
         let ports = (0..n).map(|_| free_port()).collect::<Result<Vec<_>, _>>()?;
         let logs = (0..n)
@@ -117,6 +122,7 @@ impl LlamaServers {
             binary,
             ports,
             children: Vec::new(),
+            pid_file: log_dir.join(PID_FILE),
             logs,
             model: model.to_path_buf(),
             restarts: 0,
@@ -170,6 +176,7 @@ impl LlamaServers {
             let _ = self.children[i].wait();
             self.children[i] = self.spawn(i)?;
         }
+        self.write_pids();
         self.wait_healthy(&dead)?;
         self.revived += dead.len() as u64;
         Ok(dead.len())
@@ -184,6 +191,7 @@ impl LlamaServers {
         for i in 0..self.ports.len() {
             let child = self.spawn(i)?;
             self.children.push(child);
+            self.write_pids();
         }
         let all: Vec<usize> = (0..self.children.len()).collect();
         self.wait_healthy(&all)
@@ -264,6 +272,76 @@ impl LlamaServers {
         for mut child in self.children.drain(..) {
             let _ = child.kill();
             let _ = child.wait();
+        }
+        let _ = std::fs::remove_file(&self.pid_file);
+    }
+
+    /// Records the running servers' process ids (best effort: the file only helps a later
+    /// run clean up after a killed trainer).
+    fn write_pids(&self) {
+        let pids: String = self
+            .children
+            .iter()
+            .map(|c| format!("{}\n", c.id()))
+            .collect();
+        let _ = std::fs::write(&self.pid_file, pids);
+    }
+}
+
+/// Whether process `pid` exists and has not exited (a zombie has).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // "pid (comm) S ...": the state follows the last ')'.
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X')
+    })
+}
+
+/// The file in the servers' directory that lists their process ids.
+const PID_FILE: &str = "llama-servers.pid";
+
+/// Kills the llama.cpp servers that `dir`'s pid file lists and that still run on a model
+/// in `dir`: left by a trainer that was killed (SIGKILL skips the servers' cleanup). A
+/// process id now used by anything else is left alone.
+fn stop_orphans(dir: &Path) {
+    let Ok(pids) = std::fs::read_to_string(dir.join(PID_FILE)) else {
+        return;
+    };
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    for pid in pids.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let args: Vec<PathBuf> = cmdline
+            .split(|&b| b == 0)
+            .map(|a| PathBuf::from(String::from_utf8_lossy(a).into_owned()))
+            .collect();
+        let is_server = args
+            .first()
+            .and_then(|a| a.file_name())
+            .is_some_and(|n| n.to_string_lossy().contains("llama-server"));
+        let ours = args.windows(2).any(|w| {
+            w[0] == Path::new("--model")
+                && std::fs::canonicalize(&w[1])
+                    .or_else(|_| std::path::absolute(&w[1]))
+                    .is_ok_and(|m| m.starts_with(&dir))
+        });
+        if is_server && ours {
+            let pid = nix::unistd::Pid::from_raw(pid);
+            if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).is_ok() {
+                eprintln!(
+                    "killed llama-server {pid}, left running on {} by an earlier run",
+                    dir.display()
+                );
+                // Not our child: wait for it to go, so its port and memory are free.
+                for _ in 0..100 {
+                    if !running(pid.as_raw()) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
         }
     }
 }
