@@ -161,14 +161,17 @@ fn metrics(out: &Path) -> Vec<Value> {
 
 #[test]
 fn a_short_rl_run_on_the_gpu_matches_the_cpu() {
-    use common::tiny_chat::{tiny_chat_model, weights, write_config};
+    use common::tiny_chat::{tiny_chat_model, write_config};
     let name = gpu();
     let dir = tempfile::tempdir().unwrap();
     let model = tiny_chat_model(dir.path());
     let run = |device: &str| {
         let config = write_config(dir.path(), &model, 2, device);
         let text = std::fs::read_to_string(&config).unwrap();
-        let text = text.replace("[model]\n", &format!("[model]\ndevice = \"{device}\"\n"));
+        let text = text
+            .replace("[model]\n", &format!("[model]\ndevice = \"{device}\"\n"))
+            // The reference model's pass measures the KL to the starting policy.
+            .replace("[train]\n", "[train]\ntrack_kl = true\n");
         std::fs::write(&config, text).unwrap();
         let mut trainer = Trainer::from_config_file(&config).unwrap();
         let summary = trainer.train().unwrap();
@@ -181,6 +184,10 @@ fn a_short_rl_run_on_the_gpu_matches_the_cpu() {
     assert!(
         gpu_steps.iter().any(|m| m["updates"].as_u64().unwrap() > 0),
         "{gpu_steps:?}"
+    );
+    assert!(
+        gpu_steps.iter().any(|m| m["kl"].as_f64().unwrap() > 0.0),
+        "the reference model's pass ran: {gpu_steps:?}"
     );
     for (g, c) in gpu_steps.iter().zip(&cpu_steps) {
         // The same rollouts: the seeded sampler drew the same tokens from both backends'

@@ -383,11 +383,13 @@ fn servers_a_killed_trainer_left_running_are_stopped_when_its_run_starts_again()
     };
     let first = LlamaServers::start(&config, &gguf, dir.path()).unwrap();
     let pid_file = dir.path().join("llama-servers.pid");
-    let pid: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let server_pid = |text: String| -> u32 {
+        let mut lines = text.lines();
+        let owner = format!("owner {}", std::process::id());
+        assert_eq!(lines.next(), Some(owner.as_str()), "{text}");
+        lines.next().unwrap().parse().unwrap()
+    };
+    let pid = server_pid(std::fs::read_to_string(&pid_file).unwrap());
     // A trainer killed with SIGKILL never stops its servers.
     std::mem::forget(first);
     let state = |pid: u32| {
@@ -402,6 +404,28 @@ fn servers_a_killed_trainer_left_running_are_stopped_when_its_run_starts_again()
         matches!(state(pid).as_deref(), Some(s) if s != "Z"),
         "the first server runs"
     );
+    // While the trainer that owns them runs (here: another live process), its servers
+    // are left alone.
+    let mut other = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let listed = std::fs::read_to_string(&pid_file).unwrap();
+    let owned_elsewhere = listed.replacen(
+        &format!("owner {}", std::process::id()),
+        &format!("owner {}", other.id()),
+        1,
+    );
+    std::fs::write(&pid_file, owned_elsewhere).unwrap();
+    let beside = LlamaServers::start(&config, &gguf, dir.path()).unwrap();
+    assert!(
+        matches!(state(pid).as_deref(), Some(s) if s != "Z"),
+        "a live run's server was left alone"
+    );
+    let _ = other.kill();
+    let _ = other.wait();
+    drop(beside);
+    std::fs::write(&pid_file, listed).unwrap();
     let second = LlamaServers::start(&config, &gguf, dir.path()).unwrap();
     // Killed (a zombie until this process, its parent here, reaps it; a killed trainer's
     // orphans are reaped by init).
@@ -410,11 +434,7 @@ fn servers_a_killed_trainer_left_running_are_stopped_when_its_run_starts_again()
         "the orphaned server {pid} still runs: {:?}",
         state(pid)
     );
-    let new_pid: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let new_pid = server_pid(std::fs::read_to_string(&pid_file).unwrap());
     assert_ne!(new_pid, pid);
     drop(second);
     assert!(

@@ -75,6 +75,15 @@ impl Generator {
         let sync = WeightSync::new(config).map_err(|e| TrainError::Engine(e.to_string()))?;
         let dir = config.dir.clone().unwrap_or_else(|| output.join("served"));
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        // What an earlier process left (a killed run's policies, an unfinished write): each
+        // is a whole copy of the model.
+        for entry in std::fs::read_dir(&dir).map_err(io(&dir))?.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with("policy-") || name.starts_with(".incomplete-policy-") {
+                let path = entry.path();
+                std::fs::remove_dir_all(&path).map_err(io(&path))?;
+            }
+        }
         let server_dir = match &config.server_dir {
             Some(d) => d.clone(),
             None => std::path::absolute(&dir).map_err(io(&dir))?,
@@ -277,8 +286,11 @@ impl External {
             .map_err(|e| TrainError::Engine(e.to_string()))?;
         self.policy.set_policy_version(version);
         let old = lock(&self.current).replace(path.clone());
-        if let Some(old) = old.filter(|old| *old != path) {
-            std::fs::remove_dir_all(&old).map_err(io(&old))?;
+        if let Some(old) = old.filter(|old| *old != path)
+            && let Err(e) = std::fs::remove_dir_all(&old)
+        {
+            // The servers have the new weights; a stale copy costs disk, not correctness.
+            eprintln!("could not remove the served policy {}: {e}", old.display());
         }
         let mut pushes = lock(&self.pushes);
         pushes.0 += 1;

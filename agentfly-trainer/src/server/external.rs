@@ -99,31 +99,46 @@ impl WeightSync {
 
     /// Has every server load the Hugging Face directory at `path` (as the servers see it).
     pub fn push(&self, path: &Path) -> Result<(), SyncError> {
+        self.urls.iter().enumerate().try_for_each(|(i, url)| {
+            self.push_to(url, path).map_err(|SyncError(why)| {
+                let loaded = &self.urls[..i];
+                SyncError(if loaded.is_empty() {
+                    why
+                } else {
+                    format!(
+                        "{why} (these servers already loaded it: {})",
+                        loaded.join(", ")
+                    )
+                })
+            })
+        })
+    }
+
+    /// Has the server at `url` load the directory at `path`.
+    fn push_to(&self, url: &str, path: &Path) -> Result<(), SyncError> {
         let path = path.to_string_lossy();
-        for url in &self.urls {
-            let base = url.trim_end_matches('/');
-            match self.api {
-                ServerApi::Sglang => {
-                    let answer = self.post(
-                        &format!("{base}/update_weights_from_disk"),
-                        &json!({"model_path": path, "abort_all_requests": false}),
-                    )?;
-                    if answer["success"] != json!(true) {
-                        return Err(SyncError(format!(
-                            "{base} did not load {path}: {}",
-                            answer["message"]
-                        )));
-                    }
+        let base = url.trim_end_matches('/');
+        match self.api {
+            ServerApi::Sglang => {
+                let answer = self.post(
+                    &format!("{base}/update_weights_from_disk"),
+                    &json!({"model_path": path, "abort_all_requests": false}),
+                )?;
+                if answer["success"] != json!(true) {
+                    return Err(SyncError(format!(
+                        "{base} did not load {path}: {}",
+                        answer["message"]
+                    )));
                 }
-                ServerApi::Vllm => {
-                    self.post(
-                        &format!("{base}/collective_rpc"),
-                        &json!({"method": "reload_weights", "kwargs": {"weights_path": path}}),
-                    )?;
-                    self.post(&format!("{base}/reset_prefix_cache"), &json!({}))?;
-                }
-                ServerApi::LlamaCpp => unreachable!("refused by WeightSync::new"),
             }
+            ServerApi::Vllm => {
+                self.post(
+                    &format!("{base}/collective_rpc"),
+                    &json!({"method": "reload_weights", "kwargs": {"weights_path": path}}),
+                )?;
+                self.post(&format!("{base}/reset_prefix_cache"), &json!({}))?;
+            }
+            ServerApi::LlamaCpp => unreachable!("refused by WeightSync::new"),
         }
         Ok(())
     }

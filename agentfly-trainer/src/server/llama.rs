@@ -210,9 +210,11 @@ impl LlamaServers {
             .try_clone()
             .map_err(|e| LlamaServerError(format!("{}: {e}", log.display())))?;
         let mut command = Command::new(&self.binary);
+        // Absolute, so a later run can tell from the command line whose server it is.
+        let model = std::path::absolute(&self.model).unwrap_or_else(|_| self.model.clone());
         command
             .arg("--model")
-            .arg(&self.model)
+            .arg(model)
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["--parallel", &c.parallel.max(1).to_string()])
             .args([
@@ -279,10 +281,8 @@ impl LlamaServers {
     /// Records the running servers' process ids (best effort: the file only helps a later
     /// run clean up after a killed trainer).
     fn write_pids(&self) {
-        let pids: String = self
-            .children
-            .iter()
-            .map(|c| format!("{}\n", c.id()))
+        let pids: String = std::iter::once(format!("owner {}\n", std::process::id()))
+            .chain(self.children.iter().map(|c| format!("{}\n", c.id())))
             .collect();
         let _ = std::fs::write(&self.pid_file, pids);
     }
@@ -303,11 +303,23 @@ const PID_FILE: &str = "llama-servers.pid";
 
 /// Kills the llama.cpp servers that `dir`'s pid file lists and that still run on a model
 /// in `dir`: left by a trainer that was killed (SIGKILL skips the servers' cleanup). A
-/// process id now used by anything else is left alone.
+/// process id now used by anything else is left alone, and so are the servers of a
+/// trainer that still runs (the same run started twice): that is only reported.
 fn stop_orphans(dir: &Path) {
     let Ok(pids) = std::fs::read_to_string(dir.join(PID_FILE)) else {
         return;
     };
+    let owner = pids
+        .lines()
+        .find_map(|l| l.strip_prefix("owner ")?.trim().parse::<i32>().ok());
+    if let Some(owner) = owner.filter(|&o| o != std::process::id() as i32 && running(o)) {
+        eprintln!(
+            "llama-server: the servers in {} belong to process {owner}, which still runs; \
+             they are left alone",
+            dir.display()
+        );
+        return;
+    }
     let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     for pid in pids.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
         let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {

@@ -86,10 +86,13 @@ pub(crate) fn micro_batches_among(
     if among.len() < 2 || scored_everywhere || !SHARE_PREFIXES.load(Ordering::Relaxed) {
         return by_length;
     }
+    // What a micro-batch holds: its rows past the shared prefix, padded, the prefix once,
+    // and the prefix's keys and values handed to every row (a layer keeps ~16 times more
+    // per token than its keys and values).
     let cost = |group: &[usize]| {
         let shared = shared_prefix(rows, group);
         let longest = group.iter().map(|&i| len(i)).max().unwrap_or(0);
-        group.len() * (longest - shared) + shared
+        group.len() * (longest - shared) + shared + (group.len() - 1) * shared / 16
     };
     let mut clusters: Vec<Vec<usize>> = Vec::new();
     let mut by_prompt: std::collections::HashMap<&[u32], usize> = Default::default();

@@ -9,11 +9,12 @@ checked (the directory holds `config.json` and a `model.safetensors` whose heade
 and recorded. Neither vLLM nor SGLang runs without a CUDA GPU, so this is what the
 repository's tests can check against; see README, "Beyond one machine".
 
-    python3 stand_in.py vllm|sglang VOCAB
+    python3 stand_in.py vllm|vllm-0.10.1|sglang VOCAB
 
-prints the port it listens on (127.0.0.1), then serves until killed. `GET /log` gives
-what it was asked: generations, pushes (with whether the directory was complete), cache
-resets. vLLM's development endpoints answer 404 unless VLLM_SERVER_DEV_MODE=1, as in vLLM.
+prints the port it listens on (127.0.0.1), then serves until killed. `vllm-0.10.1` answers
+as vLLM did before `return_token_ids` (the ids only as "token_id:N" tokens). `GET /log`
+gives what it was asked: each generation with the number of weight pushes before it,
+pushes (with whether the directory was complete), cache resets. vLLM's development endpoints answer 404 unless VLLM_SERVER_DEV_MODE=1, as in vLLM.
 """
 
 import json
@@ -25,10 +26,11 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-API = sys.argv[1]
+API = "vllm" if sys.argv[1].startswith("vllm") else sys.argv[1]
+TOKEN_IDS_FIELD = sys.argv[1] != "vllm-0.10.1"
 VOCAB = int(sys.argv[2])
 DEV_MODE = os.environ.get("VLLM_SERVER_DEV_MODE") == "1"
-LOG = {"generations": 0, "pushes": [], "prefix_cache_resets": 0}
+LOG = {"generations": [], "pushes": [], "prefix_cache_resets": 0}
 LOCK = threading.Lock()
 
 SGLANG_SAMPLING = {
@@ -124,7 +126,7 @@ class Handler(BaseHTTPRequestHandler):
         # SGLang seeds a request only under --enable-deterministic-inference.
         ids, stopped = sample(None, params["max_new_tokens"], params.get("stop_token_ids", []))
         with LOCK:
-            LOG["generations"] += 1
+            LOG["generations"].append({"after_pushes": len(LOG["pushes"])})
         finish = ({"type": "stop", "matched": ids[-1]} if stopped
                   else {"type": "length", "length": len(ids)})
         lp = -math.log(VOCAB)
@@ -139,14 +141,18 @@ class Handler(BaseHTTPRequestHandler):
             return
         ids, stopped = sample(body["seed"], body["max_tokens"], body.get("stop_token_ids", []))
         with LOCK:
-            LOG["generations"] += 1
+            LOG["generations"].append({"after_pushes": len(LOG["pushes"])})
         lp = -math.log(VOCAB)
-        self.answer(200, {"object": "text_completion", "choices": [{
+        as_ids = body.get("return_tokens_as_token_ids")
+        choice = {
             "index": 0, "text": "", "finish_reason": "stop" if stopped else "length",
-            "stop_reason": ids[-1] if stopped else None, "token_ids": ids,
-            "logprobs": {"tokens": [f"token_id:{i}" for i in ids],
+            "stop_reason": ids[-1] if stopped else None,
+            "logprobs": {"tokens": [f"token_id:{i}" if as_ids else "?" for i in ids],
                          "token_logprobs": [lp] * len(ids),
-                         "top_logprobs": None, "text_offset": [0] * len(ids)}}]})
+                         "top_logprobs": None, "text_offset": [0] * len(ids)}}
+        if TOKEN_IDS_FIELD and body.get("return_token_ids"):
+            choice["token_ids"] = ids
+        self.answer(200, {"object": "text_completion", "choices": [choice]})
 
 
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
