@@ -338,6 +338,14 @@ fn cut(
 mod tests {
     use super::*;
 
+    /// Each answer of `cases` is an error of `api` that says what is given beside it.
+    fn assert_errors(api: ServerApi, cases: &[(Value, &str)]) {
+        for (answer, want) in cases {
+            let err = api.parse(answer, &[]).unwrap_err();
+            assert!(err.contains(want), "{api}: {err} (wanted {want})");
+        }
+    }
+
     fn request() -> GenerateRequest {
         GenerateRequest {
             context: vec![1, 2, 3],
@@ -397,10 +405,7 @@ mod tests {
                 "unexpected stop_type",
             ),
         ];
-        for (answer, want) in cases {
-            let err = ServerApi::LlamaCpp.parse(&answer, &[]).unwrap_err();
-            assert!(err.contains(want), "{err} (wanted {want})");
-        }
+        assert_errors(ServerApi::LlamaCpp, &cases);
     }
 
     #[test]
@@ -491,10 +496,7 @@ mod tests {
                 "unexpected finish_reason",
             ),
         ];
-        for (answer, want) in cases {
-            let err = ServerApi::Vllm.parse(&answer, &[]).unwrap_err();
-            assert!(err.contains(want), "{err} (wanted {want})");
-        }
+        assert_errors(ServerApi::Vllm, &cases);
     }
 
     #[test]
@@ -536,10 +538,7 @@ mod tests {
                 "no log-probability for token 2",
             ),
         ];
-        for (answer, want) in cases {
-            let err = ServerApi::Sglang.parse(&answer, &[]).unwrap_err();
-            assert!(err.contains(want), "{err} (wanted {want})");
-        }
+        assert_errors(ServerApi::Sglang, &cases);
     }
 
     #[test]
