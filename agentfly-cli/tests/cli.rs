@@ -43,7 +43,7 @@ fn tools_lists_every_linked_tool_and_reward() {
     );
     assert!(
         text.contains(
-            "5 rewards: exact_match, exact_numeric, squad_exact_match, squad_f1, world_success"
+            "6 rewards: exact_match, exact_numeric, squad_exact_match, squad_f1, world_score, world_success"
         ),
         "{text}"
     );

@@ -15,6 +15,7 @@
 //! | [`exact_match`](rewards::exact_match) | 1 when the response equals the sample's `answer` text (case and spacing ignored) |
 //! | [`squad_exact_match`](rewards::squad_exact_match), [`squad_f1`](rewards::squad_f1) | SQuAD exact match / token F1 against `answer` or its `aliases` (both reported as metrics) |
 //! | [`world_success`](world::world_success) | 1 when the text world says the task was achieved; its own score, summed rewards and steps as metrics |
+//! | [`world_score`](world::world_score) | the text world's own score (the share of the task done); success beside it as `correct` |
 //!
 //! [`tasks::arithmetic`] generates the calculator agent's problems (disjoint splits from a
 //! seed) and its warm-start demonstrations.

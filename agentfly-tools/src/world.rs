@@ -5,6 +5,7 @@
 //! - [`act`]: one action in the world; the chain ends when the episode does.
 //! - [`look`], [`inventory`]: the usual `look around` and `inventory` actions.
 //! - [`valid_actions`]: the actions the world lists now (no step taken).
+//! - [`world_score`] (reward): the world's own score, success beside it as `correct`.
 //! - [`world_success`] (reward): 1 when the world says the task was achieved; the world's
 //!   own score, the reward it summed and the steps taken are reported beside it.
 //!
@@ -110,10 +111,33 @@ pub async fn world_success(world: &mut RemoteEnv) -> RewardOutput {
     let success = f32::from(u8::from(episode.success == Some(true)));
     let mut out = RewardOutput::new(success)
         .with_metric("success", f64::from(success))
+        .with_metric("correct", f64::from(success))
         .with_metric("steps", episode.steps as f64)
         .with_metric("env_reward", episode.total_reward);
     if let Some(score) = episode.score {
         out = out.with_metric("score", score);
     }
     out
+}
+
+/// The world's own score of the chain's episode (the share of the task done, clamped to
+/// 0..1; 0 when the world keeps none): a denser reward than [`world_success`] for tasks
+/// that a policy seldom completes, as the seed paper's ScienceWorld runs used. Success is
+/// reported beside it as `correct`, so accuracy stays task success.
+#[reward(env = RemoteEnv)]
+pub async fn world_score(world: &mut RemoteEnv) -> RewardOutput {
+    let episode = world.episode();
+    let success = f64::from(u8::from(episode.success == Some(true)));
+    let score = episode.score.unwrap_or(0.0);
+    let reward = if score.is_finite() {
+        score.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    RewardOutput::new(reward as f32)
+        .with_metric("success", success)
+        .with_metric("correct", success)
+        .with_metric("score", score)
+        .with_metric("steps", episode.steps as f64)
+        .with_metric("env_reward", episode.total_reward)
 }

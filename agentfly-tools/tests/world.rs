@@ -65,12 +65,27 @@ async fn the_world_tools_play_an_episode() {
         "{}",
         refused.text
     );
+    // Half way (1 of 2): the score pays half, success nothing.
+    let rewards = Rewards::from_names(&["world_success", "world_score"]).unwrap();
+    let half = rewards
+        .score(
+            "world_score",
+            agentfly_core::RewardInput {
+                response: "",
+                trajectory: &Default::default(),
+                sample: &Sample::new("s", json!({})),
+                ctx: &mut ctx,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(half.reward, 0.5);
+    assert_eq!((half.metrics["correct"], half.metrics["score"]), (0.0, 0.5));
     let last = toolbox
         .call(&mut ctx, "act", json!({"command": "add 1"}))
         .await;
     assert!(last.terminal);
     assert_eq!(last.text, "Total 2.\n\nThe task is complete. Score: 1.");
-    let rewards = Rewards::from_names(&["world_success"]).unwrap();
     let out = rewards
         .score(
             "world_success",
@@ -84,6 +99,7 @@ async fn the_world_tools_play_an_episode() {
         .await
         .unwrap();
     assert_eq!(out.reward, 1.0);
+    assert_eq!(out.metrics["correct"], 1.0);
     // The rejected action took no step.
     assert_eq!(out.metrics["steps"], 2.0);
     assert_eq!(out.metrics["score"], 1.0);
