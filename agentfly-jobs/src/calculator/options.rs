@@ -47,6 +47,11 @@ pub struct RunArgs {
     /// well-formed and succeeded. Off by default; the report shows task accuracy apart.
     #[arg(long, default_value_t = 0.0)]
     pub format_bonus: f32,
+    /// The reward RL learns from and evaluation scores with, instead of the task's own
+    /// (e.g. `world_score` for the text world: the game's partial score). Accuracy stays
+    /// the reward's `correct` metric.
+    #[arg(long)]
+    pub reward: Option<String>,
     /// Learn from every token after the prompt, tool observations included (the
     /// masking ablation).
     #[arg(long)]

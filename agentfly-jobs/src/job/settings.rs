@@ -61,6 +61,9 @@ pub struct Settings {
     pub seed: u64,
     /// Reward shaping bonus (0: off).
     pub format_bonus: f32,
+    /// The reward, when not the task's own (`--reward`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reward: Option<String>,
     /// Loss only on sampled tokens.
     pub mask: bool,
     /// Evaluate on the validation split every this many steps (and at the last).
@@ -105,6 +108,7 @@ impl Settings {
             lr: 2e-5,
             seed: args.seed,
             format_bonus: args.format_bonus,
+            reward: args.reward.clone(),
             mask: !args.no_mask,
             eval_every: 5,
             lora: None,
@@ -258,8 +262,13 @@ impl Settings {
         } else {
             ""
         };
+        let reward = args
+            .reward
+            .as_ref()
+            .map(|r| format!("-{r}"))
+            .unwrap_or_default();
         let run = format!(
-            "target/runs/{}{preset}{lora}{overlap}{server}",
+            "target/runs/{}{preset}{lora}{overlap}{server}{reward}",
             task.command()
         );
         PathBuf::from(match task {
@@ -313,7 +322,10 @@ impl Settings {
             },
             agent: AgentSection {
                 tools: self.task.tools(),
-                reward: self.task.reward().into(),
+                reward: self
+                    .reward
+                    .clone()
+                    .unwrap_or_else(|| self.task.reward().into()),
                 format: self.task.format().into(),
                 system_prompt: String::new(),
                 system_prompt_file: Some(run_dir.join("system.txt")),
@@ -410,9 +422,14 @@ mod tests {
         args: RunArgs,
     }
 
+    fn settings_args(argv: &[&str]) -> RunArgs {
+        Cli::try_parse_from(std::iter::once("x").chain(argv.iter().copied()))
+            .unwrap()
+            .args
+    }
+
     fn settings(argv: &[&str]) -> Settings {
-        let cli = Cli::try_parse_from(std::iter::once("x").chain(argv.iter().copied())).unwrap();
-        Settings::from_args(&cli.args, "/m.gguf".into())
+        Settings::from_args(&settings_args(argv), "/m.gguf".into())
     }
 
     #[test]
@@ -496,6 +513,17 @@ mod tests {
         assert!(c.sft.is_none());
         assert_eq!(c.data.train, Path::new("../../data/train.jsonl"));
         assert!(!settings(&["--no-mask"]).mask);
+        // Another reward reaches the trainer, and only then settings.json.
+        let cli = Cli::try_parse_from(["x", "--reward", "world_score"]).unwrap();
+        let s = Settings::textworld(&cli.args, "/m.gguf".into());
+        let c = s.trainer_config(Path::new("/m.gguf"), Path::new(""), true);
+        assert_eq!(c.agent.reward, "world_score");
+        assert_eq!(
+            Settings::default_dir_of(Task::TextWorld, &cli.args),
+            Path::new("target/runs/textworld-world_score")
+        );
+        let json = serde_json::to_value(Settings::textworld(&settings_args(&[]), "/m".into()));
+        assert!(json.unwrap().get("reward").is_none());
         assert_eq!(settings(&["--smoke", "--steps", "5"]).steps, 5);
     }
 }
