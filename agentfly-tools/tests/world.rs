@@ -39,6 +39,26 @@ fn qwen3() -> (Tokenizer, ChatTemplate, u32) {
     (tokenizer, template, eot)
 }
 
+/// What the reward `name` gives the episode of the world in `ctx`.
+async fn score(
+    rewards: &Rewards,
+    name: &str,
+    ctx: &mut CallContext,
+) -> agentfly_core::RewardOutput {
+    rewards
+        .score(
+            name,
+            agentfly_core::RewardInput {
+                response: "",
+                trajectory: &Default::default(),
+                sample: &Sample::new("s", json!({})),
+                ctx,
+            },
+        )
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_world_tools_play_an_episode() {
     let toolbox = Toolbox::from_names(&["act", "look", "valid_actions"]).unwrap();
@@ -67,18 +87,7 @@ async fn the_world_tools_play_an_episode() {
     );
     // Half way (1 of 2): the score pays half, success nothing.
     let rewards = Rewards::from_names(&["world_success", "world_score"]).unwrap();
-    let half = rewards
-        .score(
-            "world_score",
-            agentfly_core::RewardInput {
-                response: "",
-                trajectory: &Default::default(),
-                sample: &Sample::new("s", json!({})),
-                ctx: &mut ctx,
-            },
-        )
-        .await
-        .unwrap();
+    let half = score(&rewards, "world_score", &mut ctx).await;
     assert_eq!(half.reward, 0.5);
     assert_eq!((half.metrics["correct"], half.metrics["score"]), (0.0, 0.5));
     let last = toolbox
@@ -86,18 +95,7 @@ async fn the_world_tools_play_an_episode() {
         .await;
     assert!(last.terminal);
     assert_eq!(last.text, "Total 2.\n\nThe task is complete. Score: 1.");
-    let out = rewards
-        .score(
-            "world_success",
-            agentfly_core::RewardInput {
-                response: "",
-                trajectory: &Default::default(),
-                sample: &Sample::new("s", json!({})),
-                ctx: &mut ctx,
-            },
-        )
-        .await
-        .unwrap();
+    let out = score(&rewards, "world_success", &mut ctx).await;
     assert_eq!(out.reward, 1.0);
     assert_eq!(out.metrics["correct"], 1.0);
     // The rejected action took no step.
