@@ -9,7 +9,7 @@ pub mod smollm2;
 mod weights;
 
 pub use gguf::{GgmlType, GgufDtype, GgufFile, MetaValue, TensorInfo};
-pub use pretrained::Pretrained;
+pub use pretrained::{Pretrained, save_weights};
 pub use safetensors::{
     read_dir as read_safetensors_dir, read_file as read_safetensors_file,
     write_file as write_safetensors,

@@ -189,21 +189,11 @@ impl Pretrained {
     /// Writes a Hugging Face directory: config.json, model.safetensors (f32),
     /// tokenizer.json and tokenizer_config.json (with the chat template).
     pub fn save(&self, dir: &Path) -> Result<(), ModelError> {
-        std::fs::create_dir_all(dir).map_err(ModelError::io(dir))?;
-        let mut config = serde_json::to_value(&self.config).expect("config serializes");
-        config["torch_dtype"] = "float32".into();
+        save_weights(dir, &self.decoder, &self.config)?;
         let write = |name: &str, text: String| {
             let p = dir.join(name);
             std::fs::write(&p, text).map_err(ModelError::io(p))
         };
-        write(
-            "config.json",
-            serde_json::to_string_pretty(&config).expect("json"),
-        )?;
-        write_safetensors(
-            &self.decoder.to_weights(&self.config),
-            &dir.join("model.safetensors"),
-        )?;
         if let Some(tokenizer) = &self.tokenizer {
             write("tokenizer.json", tokenizer.to_json()?)?;
         }
@@ -215,4 +205,17 @@ impl Pretrained {
         }
         Ok(())
     }
+}
+
+/// Writes `decoder`'s weights in Hugging Face layout into `dir`: `config.json` and
+/// `model.safetensors` (f32), without a tokenizer — what a server that already has the
+/// model needs to load new weights.
+pub fn save_weights(dir: &Path, decoder: &Decoder, config: &ModelConfig) -> Result<(), ModelError> {
+    std::fs::create_dir_all(dir).map_err(ModelError::io(dir))?;
+    let mut json = serde_json::to_value(config).expect("config serializes");
+    json["torch_dtype"] = "float32".into();
+    let path = dir.join("config.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&json).expect("json"))
+        .map_err(ModelError::io(path))?;
+    write_safetensors(&decoder.to_weights(config), &dir.join("model.safetensors"))
 }

@@ -5,13 +5,15 @@
 //! in Hugging Face layout where they can read it, then loaded by each). Every generation
 //! records the version of the weights that made it: the number of RL updates behind them.
 
+use super::checkpoint;
 use super::error::{TrainError, io};
 use crate::Pretrained;
 use crate::engine::Engine;
-use crate::io::{GgufDtype, GgufFile, write_safetensors};
+use crate::io::{GgufDtype, GgufFile, save_weights};
 use crate::model::{Decoder, ModelConfig};
 use crate::server::{
     ExternalServersConfig, LlamaServerConfig, LlamaServers, ServerConfig, ServerPolicy, WeightSync,
+    lock,
 };
 use agentfly_core::rollout::Policy;
 use std::path::{Path, PathBuf};
@@ -79,7 +81,10 @@ impl Generator {
         // is a whole copy of the model.
         for entry in std::fs::read_dir(&dir).map_err(io(&dir))?.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with("policy-") || name.starts_with(".incomplete-policy-") {
+            if ["policy-", ".policy-", ".incomplete-policy-"]
+                .iter()
+                .any(|p| name.starts_with(p))
+            {
                 let path = entry.path();
                 std::fs::remove_dir_all(&path).map_err(io(&path))?;
             }
@@ -173,7 +178,7 @@ impl Generator {
                     config,
                     version,
                 )?;
-                let mut servers = served.servers.lock().unwrap_or_else(|p| p.into_inner());
+                let mut servers = lock(&served.servers);
                 let old = servers.model().to_path_buf();
                 servers
                     .restart(&path)
@@ -192,7 +197,7 @@ impl Generator {
     /// killed, hung), on the policy being served. Call it before a rollout.
     pub(super) fn revive(&self) -> Result<(), TrainError> {
         if let Self::LlamaServer(served) = self {
-            let mut servers = served.servers.lock().unwrap_or_else(|p| p.into_inner());
+            let mut servers = lock(&served.servers);
             // Counted in the summary line (`revived`).
             servers
                 .revive()
@@ -219,7 +224,7 @@ impl Generator {
             Self::LlamaServer(served) => {
                 let stats = served.policy.stats();
                 let (restarts, revived) = {
-                    let servers = served.servers.lock().unwrap_or_else(|p| p.into_inner());
+                    let servers = lock(&served.servers);
                     (servers.restarts(), servers.revived())
                 };
                 let last = stats
@@ -253,10 +258,6 @@ impl Generator {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl External {
     /// Writes `decoder` as `policy-<version>/` (Hugging Face layout, atomically), has every
     /// server load it, then removes the directory they were given before.
@@ -269,18 +270,10 @@ impl External {
         let start = std::time::Instant::now();
         let name = format!("policy-{version:06}");
         let path = self.dir.join(&name);
-        let tmp = self.dir.join(format!(".incomplete-{name}"));
-        let _ = std::fs::remove_dir_all(&tmp);
-        std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
-        let mut hf = serde_json::to_value(config).expect("the model's config serializes");
-        hf["torch_dtype"] = "float32".into();
-        let config_path = tmp.join("config.json");
-        std::fs::write(&config_path, hf.to_string()).map_err(io(&config_path))?;
-        write_safetensors(&decoder.to_weights(config), &tmp.join("model.safetensors"))?;
-        if path.exists() {
-            std::fs::remove_dir_all(&path).map_err(io(&path))?;
-        }
-        std::fs::rename(&tmp, &path).map_err(io(&path))?;
+        checkpoint::replace_dir(&path, |tmp| {
+            save_weights(tmp, decoder, config).map_err(std::io::Error::other)
+        })
+        .map_err(io(&path))?;
         self.sync
             .push(&self.server_dir.join(&name))
             .map_err(|e| TrainError::Engine(e.to_string()))?;
