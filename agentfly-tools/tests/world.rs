@@ -147,7 +147,7 @@ impl Policy for Player {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_two_chains_survive_a_killed_and_a_hung_server() {
-    // In the first wave, so that chains still wait for an instance when they fail.
+    // Likely in the first wave, so that chains still wait for an instance when they fail.
     const KILLED: usize = 0;
     const HUNG: usize = 1;
     let (tokenizer, template, eot) = qwen3();
@@ -231,9 +231,11 @@ async fn thirty_two_chains_survive_a_killed_and_a_hung_server() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let metrics = pools.get::<RemoteEnv>().metrics();
     assert_eq!(metrics.replaced, 2, "{metrics:?}");
-    // The killed server's replacement served waiting chains (the hung one's is made only
-    // if a chain still waits when it is cut off).
-    assert!((9..=10).contains(&metrics.created), "{metrics:?}");
+    // A replacement is made only if a chain still waits when its server fails; which
+    // chains lease first is up to the scheduler (CI once served all 30 from the other six),
+    // so 8 to 10 servers were started. The pool's own tests check replacement on demand.
+    assert!((8..=10).contains(&metrics.created), "{metrics:?}");
+    assert_eq!(metrics.live as u64, metrics.created - 2, "{metrics:?}");
     assert_eq!(metrics.timeouts, 0, "{metrics:?}");
     eprintln!("32 chains over 8 servers in {took:.1?}: {metrics:?}");
     pools.close().await;
