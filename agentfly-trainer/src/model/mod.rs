@@ -1,5 +1,6 @@
 //! The decoder language model: configuration, rotary tables, KV cache and the network.
 
+pub mod amx;
 mod attention;
 mod cache;
 mod config;
