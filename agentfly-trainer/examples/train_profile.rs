@@ -1,6 +1,7 @@
 //! Where one training step of SmolLM2 spends its time (for `perf record`): forward, backward,
 //! clipping and AdamW on the causal-LM loss of `batch × seq` random tokens, `steps` times.
-//! `cargo run --release -p agentfly-trainer --example train_profile -- 4 512 3`.
+//! `cargo run --release -p agentfly-trainer --example train_profile -- 4 512 3`; with `BF16=1`
+//! the projections' products run in bf16 on AMX (`Decoder::use_bf16_products`).
 
 use agentfly_trainer::Pretrained;
 use agentfly_trainer::train::{OptimConfig, Packed, clip_grad_norm, sft_loss, token_logprobs};
@@ -50,6 +51,9 @@ fn main() {
     };
     let mut optim = config.init();
     let mut decoder = model.decoder.clone();
+    if std::env::var_os("BF16").is_some() {
+        assert!(decoder.use_bf16_products(true), "no AMX here");
+    }
     for _ in 0..steps {
         let t = Instant::now();
         let loss = if std::env::var_os("TRUNK_ONLY").is_some() {

@@ -141,6 +141,7 @@ fn fused(
         bias: bias.then(|| param(HostTensor::new(vec![total], biases), [total], device)),
         lora: Vec::new(),
         packed: None,
+        bf16: false,
     })
 }
 
@@ -269,6 +270,20 @@ impl Decoder {
                 &mut b.mlp.down,
             ]
         })
+    }
+
+    /// Runs the projections' products of many rows (prefill, training, scoring) in bf16
+    /// with f32 sums on Intel AMX ([`crate::model::bf16`]), or back in f32. Answers whether
+    /// bf16 is on: only a flex (CPU) model on a CPU and OS with AMX can have it.
+    /// Experimental: no job or config turns it on yet. Each product stays within bf16's
+    /// rounding of f32's, but after an optimizer step SmolLM2's logits moved 6× further
+    /// from f32's than before it (BENCHMARKS.md, "bf16 on AMX"), not yet explained.
+    pub fn use_bf16_products(&mut self, on: bool) -> bool {
+        let on = on && crate::model::bf16::serves(&self.embed.device());
+        for p in self.projections_mut() {
+            p.bf16 = on;
+        }
+        on
     }
 
     /// Packs every projection and the output projection for decode's small products

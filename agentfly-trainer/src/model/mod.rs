@@ -2,6 +2,7 @@
 
 pub mod amx;
 mod attention;
+pub mod bf16;
 mod cache;
 mod config;
 mod decoder;

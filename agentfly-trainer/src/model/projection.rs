@@ -20,7 +20,15 @@ pub struct Projection {
     /// only a serving copy without adapters has it, and it goes stale if `weight` changes.
     #[module(skip)]
     pub packed: Option<Arc<PackedWeight>>,
+    /// Products of at least [`BF16_MIN_ROWS`] rows in bf16 on AMX ([`super::bf16`]), set by
+    /// [`crate::model::Decoder::use_bf16_products`].
+    #[module(skip)]
+    pub bf16: bool,
 }
+
+/// Fewer rows than this (decode) keep their f32 products: packing the weight would cost
+/// more than the product.
+pub const BF16_MIN_ROWS: usize = 32;
 
 impl Projection {
     /// `x · weight + bias`, plus what the adapters add.
@@ -32,11 +40,20 @@ impl Projection {
             let bias = self.bias.as_ref().map(|b| b.val());
             return packed_product(packed, x, bias);
         }
-        let out = linear(
-            x.clone(),
-            self.weight.val(),
-            self.bias.as_ref().map(|b| b.val()),
-        );
+        let rows = x.shape().num_elements() / x.dims()[D - 1].max(1);
+        let out = if self.bf16 && rows >= BF16_MIN_ROWS {
+            let out = super::bf16::matmul(x.clone(), self.weight.val());
+            match &self.bias {
+                Some(b) => out + b.val().unsqueeze::<D>(),
+                None => out,
+            }
+        } else {
+            linear(
+                x.clone(),
+                self.weight.val(),
+                self.bias.as_ref().map(|b| b.val()),
+            )
+        };
         if self.lora.is_empty() {
             out
         } else {
