@@ -276,8 +276,8 @@ impl Decoder {
     /// with f32 sums on Intel AMX ([`crate::model::bf16`]), or back in f32. Answers whether
     /// bf16 is on: only a flex (CPU) model on a CPU and OS with AMX can have it.
     /// Experimental: no job or config turns it on yet. Each product stays within bf16's
-    /// rounding of f32's, but after an optimizer step SmolLM2's logits moved 6× further
-    /// from f32's than before it (BENCHMARKS.md, "bf16 on AMX"), not yet explained.
+    /// rounding of f32's, but the GGUF's quantized weights sit on bf16 rounding ties, which
+    /// the first updates all tip in the update's direction (BENCHMARKS.md, "bf16 on AMX").
     pub fn use_bf16_products(&mut self, on: bool) -> bool {
         let on = on && crate::model::bf16::serves(&self.embed.device());
         for p in self.projections_mut() {
