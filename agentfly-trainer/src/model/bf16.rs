@@ -42,15 +42,22 @@ pub trait Bf16Products: Backend {
 
 impl Bf16Products for Flex {
     fn bf16_matmul(x: FlexTensor, w: FlexTensor) -> FlexTensor {
-        let dims = x.layout().shape().to_vec();
-        let k = *dims.last().expect("x has a last dimension");
-        let rows = dims.iter().product::<usize>() / k.max(1);
-        let x = rows_of(x, rows, k);
-        let n = w.layout().shape()[1];
-        let mut out_dims = dims;
-        *out_dims.last_mut().expect("x has a last dimension") = n;
-        product(&x, false, &w, false, Shape::from(out_dims))
+        forward(x, &w).1
     }
+}
+
+/// `x · w`, and `x` as the `[rows, k]` matrix the product read (what the backward pass
+/// keeps).
+fn forward(x: FlexTensor, w: &FlexTensor) -> (FlexTensor, FlexTensor) {
+    let dims = x.layout().shape().to_vec();
+    let k = *dims.last().expect("x has a last dimension");
+    let rows = dims.iter().product::<usize>() / k.max(1);
+    let x = rows_of(x, rows, k);
+    let n = w.layout().shape()[1];
+    let mut out_dims = dims;
+    *out_dims.last_mut().expect("x has a last dimension") = n;
+    let out = product(&x, false, w, false, Shape::from(out_dims));
+    (x, out)
 }
 
 /// `x` as a `[rows, k]` matrix whose rows are contiguous (copied only where they are not).
@@ -134,13 +141,9 @@ impl<C: CheckpointStrategy> Bf16Products for Autodiff<Flex, C> {
             .stateful()
         {
             OpsKind::Tracked(prep) => {
-                let (xp, wp) = (x.primitive().clone(), w.primitive().clone());
-                let dims = xp.layout().shape().to_vec();
-                let k = *dims.last().expect("x has a last dimension");
-                let rows = dims.iter().product::<usize>() / k.max(1);
-                let x2 = rows_of(xp.clone(), rows, k);
-                let output = Flex::bf16_matmul(xp, wp.clone());
-                prep.finish((x2, wp), output)
+                let w = w.primitive().clone();
+                let (x, output) = forward(x.primitive().clone(), &w);
+                prep.finish((x, w), output)
             }
             OpsKind::UnTracked(prep) => {
                 prep.finish(Flex::bf16_matmul(x.into_primitive(), w.into_primitive()))

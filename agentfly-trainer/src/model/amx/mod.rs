@@ -151,32 +151,44 @@ pub fn matmul(a: View<'_>, b: View<'_>, m: usize, k: usize, n: usize, c: &mut [f
         .min(panels.div_ceil((4 * threads).div_ceil(row_groups)))
         .clamp(1, panels);
     let panel_groups = panels.div_ceil(panels_per_group);
-    let out = SharedOut(c.as_mut_ptr());
-    let tasks = row_groups * panel_groups;
-    (0..tasks).into_par_iter().for_each(|task| {
-        let (rg, pg) = (task / panel_groups, task % panel_groups);
-        let blocks = rg * ROW_BLOCKS_PER_TASK..((rg + 1) * ROW_BLOCKS_PER_TASK).min(row_blocks);
-        let cols = pg * panels_per_group..((pg + 1) * panels_per_group).min(panels);
-        let job = Job {
-            a: &packed_a,
-            b: &packed_b,
-            k_pad,
-            m,
-            n,
-            out: out.clone(),
-        };
-        // SAFETY: AMX is available (asserted above); tasks write disjoint blocks of `c`,
-        // which lives until the parallel loop returns.
-        unsafe { job.run(blocks, cols) };
-    });
+    let job = Job {
+        a: &packed_a,
+        b: &packed_b,
+        k_pad,
+        m,
+        n,
+        out: Shared(c.as_mut_ptr()),
+    };
+    (0..row_groups * panel_groups)
+        .into_par_iter()
+        .for_each(|task| {
+            let (rg, pg) = (task / panel_groups, task % panel_groups);
+            let blocks = rg * ROW_BLOCKS_PER_TASK..((rg + 1) * ROW_BLOCKS_PER_TASK).min(row_blocks);
+            let cols = pg * panels_per_group..((pg + 1) * panels_per_group).min(panels);
+            // SAFETY: AMX is available (asserted above); tasks write disjoint blocks of `c`,
+            // which lives until the parallel loop returns.
+            unsafe { job.run(blocks, cols) };
+        });
 }
 
-/// The output pointer, shared by tasks that write disjoint blocks.
-#[derive(Clone)]
-struct SharedOut(*mut f32);
-// SAFETY: every task writes only its own blocks of the output.
-unsafe impl Send for SharedOut {}
-unsafe impl Sync for SharedOut {}
+/// A buffer's pointer, shared by parallel tasks that each write only their own part of it
+/// (the product's blocks, the packed operands' pieces).
+#[derive(Clone, Copy)]
+struct Shared<T>(*mut T);
+// SAFETY: every task writes only its own part of the buffer.
+unsafe impl<T> Send for Shared<T> {}
+unsafe impl<T> Sync for Shared<T> {}
+
+impl<T> Shared<T> {
+    /// The pointer `offset` values on (a method, so that closures take the whole wrapper).
+    ///
+    /// # Safety
+    /// `offset` lies inside the buffer.
+    unsafe fn at(&self, offset: usize) -> *mut T {
+        // SAFETY: as the caller promises.
+        unsafe { self.0.add(offset) }
+    }
+}
 
 struct Job<'a> {
     a: &'a [u16],
@@ -184,7 +196,7 @@ struct Job<'a> {
     k_pad: usize,
     m: usize,
     n: usize,
-    out: SharedOut,
+    out: Shared<f32>,
 }
 
 /// AMX's tile configuration (palette 1): 64 bytes, tile `t`'s bytes per row at `16 + 2t`,
@@ -322,7 +334,7 @@ impl Job<'_> {
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     sums.as_ptr().add(r * BLOCK),
-                    self.out.0.add((row0 + r) * self.n + col0),
+                    self.out.at((row0 + r) * self.n + col0),
                     cols,
                 );
             }
@@ -377,6 +389,10 @@ mod tests {
     #[test]
     fn products_equal_the_bf16_reference_at_every_shape_edge_and_transpose() {
         if !available() {
+            assert!(
+                std::env::var("AGENTFLY_REQUIRE_AMX").as_deref() != Ok("1"),
+                "AGENTFLY_REQUIRE_AMX=1 but this CPU or OS has no AMX"
+            );
             eprintln!("SKIPPED: this CPU or OS has no AMX; the bf16 kernel cannot run");
             return;
         }

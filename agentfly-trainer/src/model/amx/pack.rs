@@ -2,7 +2,7 @@
 //! panels, read along whichever stride is 1.
 #![allow(unsafe_code)] // AVX512-BF16 conversion (inline assembly), disjoint parallel writes.
 
-use super::{BLOCK, View, available};
+use super::{BLOCK, Shared, View, available};
 use rayon::prelude::*;
 
 /// f32 → bf16, rounding to nearest even (NaN stays NaN).
@@ -25,21 +25,14 @@ pub fn from_bf16(x: u16) -> f32 {
 /// AMX CPU has it; the same rounding, NaN kept NaN).
 fn convert(src: &[f32], dst: &mut [u16]) {
     assert_eq!(src.len(), dst.len());
-    let whole = src.len() / 16 * 16;
+    let mut done = 0;
     #[cfg(target_arch = "x86_64")]
     if available() {
+        done = src.len() / 16 * 16;
         // SAFETY: AMX CPUs have AVX-512F and AVX512-BF16 (checked in `detect`).
-        unsafe { convert_avx512(&src[..whole], &mut dst[..whole]) };
-    } else {
-        for (o, v) in dst[..whole].iter_mut().zip(&src[..whole]) {
-            *o = to_bf16(*v);
-        }
+        unsafe { convert_avx512(&src[..done], &mut dst[..done]) };
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    for (o, v) in dst[..whole].iter_mut().zip(&src[..whole]) {
-        *o = to_bf16(*v);
-    }
-    for (o, v) in dst[whole..].iter_mut().zip(&src[whole..]) {
+    for (o, v) in dst[done..].iter_mut().zip(&src[done..]) {
         *o = to_bf16(*v);
     }
 }
@@ -80,7 +73,7 @@ pub(super) fn pack_a(a: View<'_>, m: usize, k: usize, m_pad: usize, k_pad: usize
         // A transposed (Xᵀ of a weight gradient): A's columns are contiguous. Each task
         // converts 32 of them (32 rows of the stored matrix) and writes them as 32-value
         // pieces of every row of the packed A.
-        let out = SharedOut16(packed.as_mut_ptr());
+        let out = Shared(packed.as_mut_ptr());
         (0..k.div_ceil(BLOCK)).into_par_iter().for_each(|piece| {
             let j0 = piece * BLOCK;
             let width = (k - j0).min(BLOCK);
@@ -133,7 +126,7 @@ pub(super) fn pack_b(b: View<'_>, k: usize, n: usize, k_pad: usize, n_pad: usize
     if b.col_stride == 1 {
         // Row-major B (the activations' gradient of a weight gradient, or a weight): each
         // task converts 32 whole rows and spreads them over every panel.
-        let out = SharedOut16(packed.as_mut_ptr());
+        let out = Shared(packed.as_mut_ptr());
         (0..k.div_ceil(BLOCK)).into_par_iter().for_each(|piece| {
             let k0 = piece * BLOCK;
             let rows = (k - k0).min(BLOCK);
@@ -187,22 +180,4 @@ pub(super) fn pack_b(b: View<'_>, k: usize, n: usize, k_pad: usize, n_pad: usize
             }
         });
     packed
-}
-
-/// A packed buffer's pointer, shared by packing tasks that write disjoint parts.
-#[derive(Clone, Copy)]
-struct SharedOut16(*mut u16);
-// SAFETY: every packing task writes only its own part.
-unsafe impl Send for SharedOut16 {}
-unsafe impl Sync for SharedOut16 {}
-
-impl SharedOut16 {
-    /// The pointer `offset` values on (a method, so that closures take the whole wrapper).
-    ///
-    /// # Safety
-    /// `offset` lies inside the buffer.
-    unsafe fn at(&self, offset: usize) -> *mut u16 {
-        // SAFETY: as the caller promises.
-        unsafe { self.0.add(offset) }
-    }
 }
