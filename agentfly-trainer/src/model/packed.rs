@@ -245,10 +245,11 @@ unsafe fn tile_avx512(t: Tile<'_>, out: &mut [f32]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn values(len: usize, seed: u32) -> Vec<f32> {
+    /// Values in [-1, 1] from a hash of the index (the bf16 kernel's tests use them too).
+    pub(in crate::model) fn values(len: usize, seed: u32) -> Vec<f32> {
         (0..len)
             .map(|i| {
                 let h = (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed);

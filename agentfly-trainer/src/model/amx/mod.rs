@@ -345,18 +345,7 @@ impl Job<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn values(len: usize, seed: u32) -> Vec<f32> {
-        let mut state = seed.wrapping_mul(2_654_435_761).max(1);
-        (0..len)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 17;
-                state ^= state << 5;
-                (state % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect()
-    }
+    use crate::model::packed::tests::values;
 
     /// `A · B` in f64 from the bf16-rounded inputs: what the kernel computes, up to the
     /// order of its f32 sums.
