@@ -15,15 +15,17 @@
 //! where the CPU or the OS lacks AMX it answers false and callers keep their f32 products.
 #![allow(unsafe_code)] // AMX instructions (inline assembly) and raw writes to disjoint blocks.
 
+mod cpu;
 mod pack;
+mod view;
 
+pub use cpu::available;
+use pack::{BLOCK, pack_a, pack_b, round_up};
 pub use pack::{from_bf16, to_bf16};
-use pack::{pack_a, pack_b, round_up};
 use rayon::prelude::*;
-use std::sync::OnceLock;
+use view::Shared;
+pub use view::View;
 
-/// Rows and columns of a block of `C` (2 × 2 tiles of 16 × 16).
-const BLOCK: usize = 32;
 /// bf16 values of `K` per tile row (64 bytes).
 const TK: usize = 32;
 /// 32-row blocks of `A` one task works through per column panel (A's share stays in L2).
@@ -32,96 +34,6 @@ const ROW_BLOCKS_PER_TASK: usize = 8;
 const ACC_BLOCKS: usize = 64;
 /// Steps of `K` (32 each) per chunk: a panel's chunk is 16 KB.
 const K_CHUNK: usize = 8;
-
-/// Whether this process can run [`matmul`]: the CPU has AMX-BF16 and the OS granted the
-/// tile data state. Asked once.
-pub fn available() -> bool {
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(detect)
-}
-
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-fn detect() -> bool {
-    use std::arch::x86_64::__cpuid_count;
-    // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE; leaf 0 gives the highest leaf.
-    let (max_leaf, edx) = (__cpuid_count(0, 0).eax, __cpuid_count(7, 0).edx);
-    if max_leaf < 7 || edx & (1 << 22) == 0 || edx & (1 << 24) == 0 {
-        return false;
-    }
-    // Leaf 7.1 EAX bit 5: AVX512-BF16, which packing uses (every AMX CPU has it).
-    if __cpuid_count(7, 1).eax & (1 << 5) == 0 {
-        return false;
-    }
-    const ARCH_REQ_XCOMP_PERM: i64 = 0x1023;
-    const XFEATURE_XTILEDATA: i64 = 18;
-    const SYS_ARCH_PRCTL: i64 = 158;
-    let ret: i64;
-    // SAFETY: arch_prctl(ARCH_REQ_XCOMP_PERM) only changes which state the kernel lets this
-    // process use; it reads no memory. The syscall clobbers rcx and r11.
-    unsafe {
-        std::arch::asm!(
-            "syscall",
-            inlateout("rax") SYS_ARCH_PRCTL => ret,
-            in("rdi") ARCH_REQ_XCOMP_PERM,
-            in("rsi") XFEATURE_XTILEDATA,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack)
-        );
-    }
-    ret == 0
-}
-
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-fn detect() -> bool {
-    false
-}
-
-/// An f32 matrix view: element `(i, j)` at `data[offset + i * row_stride + j * col_stride]`.
-#[derive(Clone, Copy, Debug)]
-pub struct View<'a> {
-    /// The storage.
-    pub data: &'a [f32],
-    /// Where element `(0, 0)` is.
-    pub offset: usize,
-    /// Step between rows.
-    pub row_stride: usize,
-    /// Step between columns.
-    pub col_stride: usize,
-}
-
-impl<'a> View<'a> {
-    /// A contiguous row-major matrix with `cols` columns.
-    pub fn row_major(data: &'a [f32], cols: usize) -> Self {
-        Self {
-            data,
-            offset: 0,
-            row_stride: cols,
-            col_stride: 1,
-        }
-    }
-
-    /// The transpose of this view.
-    pub fn t(self) -> Self {
-        Self {
-            row_stride: self.col_stride,
-            col_stride: self.row_stride,
-            ..self
-        }
-    }
-
-    fn check(&self, rows: usize, cols: usize, what: &str) {
-        if rows == 0 || cols == 0 {
-            return;
-        }
-        let last = self.offset + (rows - 1) * self.row_stride + (cols - 1) * self.col_stride;
-        assert!(
-            last < self.data.len(),
-            "{what}: a {rows} × {cols} view reaches element {last} of {}",
-            self.data.len()
-        );
-    }
-}
 
 /// `C = A · B` (`m × k` times `k × n`) into `c`, row-major `m × n`, in bf16 with f32 sums.
 ///
@@ -169,25 +81,6 @@ pub fn matmul(a: View<'_>, b: View<'_>, m: usize, k: usize, n: usize, c: &mut [f
             // which lives until the parallel loop returns.
             unsafe { job.run(blocks, cols) };
         });
-}
-
-/// A buffer's pointer, shared by parallel tasks that each write only their own part of it
-/// (the product's blocks, the packed operands' pieces).
-#[derive(Clone, Copy)]
-struct Shared<T>(*mut T);
-// SAFETY: every task writes only its own part of the buffer.
-unsafe impl<T> Send for Shared<T> {}
-unsafe impl<T> Sync for Shared<T> {}
-
-impl<T> Shared<T> {
-    /// The pointer `offset` values on (a method, so that closures take the whole wrapper).
-    ///
-    /// # Safety
-    /// `offset` lies inside the buffer.
-    unsafe fn at(&self, offset: usize) -> *mut T {
-        // SAFETY: as the caller promises.
-        unsafe { self.0.add(offset) }
-    }
 }
 
 struct Job<'a> {

@@ -2,8 +2,13 @@
 //! panels, read along whichever stride is 1.
 #![allow(unsafe_code)] // AVX512-BF16 conversion (inline assembly), disjoint parallel writes.
 
-use super::{BLOCK, Shared, View, available};
+use super::cpu::available;
+use super::view::{Shared, View};
 use rayon::prelude::*;
+
+/// Rows and columns of a block of `C` (2 × 2 tiles of 16 × 16), and the width of a packed
+/// panel of `B`.
+pub(super) const BLOCK: usize = 32;
 
 /// f32 → bf16, rounding to nearest even (NaN stays NaN).
 #[inline]
