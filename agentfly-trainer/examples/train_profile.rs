@@ -1,7 +1,8 @@
 //! Where one training step of SmolLM2 spends its time (for `perf record`): forward, backward,
 //! clipping and AdamW on the causal-LM loss of `batch × seq` random tokens, `steps` times.
 //! `cargo run --release -p agentfly-trainer --example train_profile -- 4 512 3`; with `BF16=1`
-//! the projections' products run in bf16 on AMX (`Decoder::use_bf16_products`).
+//! the projections' products run in bf16 on AMX (`Decoder::use_bf16_products`); with
+//! `ROUNDED=1` they stay f32 at the weights bf16 starts from (rounded to bf16 values).
 
 use agentfly_trainer::Pretrained;
 use agentfly_trainer::train::{OptimConfig, Packed, clip_grad_norm, sft_loss, token_logprobs};
@@ -51,6 +52,9 @@ fn main() {
     };
     let mut optim = config.init();
     let mut decoder = model.decoder.clone();
+    if std::env::var_os("BF16").is_some() || std::env::var_os("ROUNDED").is_some() {
+        decoder.round_to_bf16();
+    }
     if std::env::var_os("BF16").is_some() {
         assert!(decoder.use_bf16_products(true), "no AMX here");
     }

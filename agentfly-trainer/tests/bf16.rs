@@ -87,13 +87,7 @@ fn gradients(bf16: bool) -> Vec<(String, Vec<f32>)> {
         .collect();
     let weights = Tensor::<3>::from_data(TensorData::new(weights, [b, t, v]), &device);
     let loss = (logits * weights).sum();
-    let grads = GradientsParams::from_grads(loss.backward(), &model.decoder);
-    let mut visitor = Grads {
-        grads: &grads,
-        out: Vec::new(),
-    };
-    model.decoder.visit(&mut visitor);
-    visitor.out
+    collect(loss, &model)
 }
 
 #[test]
@@ -115,4 +109,56 @@ fn bf16_gradients_stay_close_to_f32_ones() {
     // bf16 really ran: the gradients moved by its rounding, not by f32's.
     assert!(largest > 1e-4, "largest |Δgrad| / |grad| = {largest}");
     eprintln!("largest |Δgrad| / |grad| = {largest:.4}");
+}
+
+/// Runs on any CPU: rounding touches no AMX instruction.
+#[test]
+fn rounding_to_bf16_puts_every_projection_weight_on_bf16_and_keeps_it_trainable() {
+    use agentfly_trainer::model::amx::{from_bf16, to_bf16};
+    let device = agentfly_trainer::device::training(Device::flex(), true);
+    let mut model = load(&device);
+    let host = |p: &Param<Tensor<2>>| p.val().into_data().try_to_vec::<f32>().unwrap();
+    let before = host(&model.decoder.blocks[0].mlp.gate_up.weight);
+    let trainable = gradients_of(&model).len();
+    model.decoder.round_to_bf16();
+    for block in &model.decoder.blocks {
+        for p in [
+            &block.attention.qkv,
+            &block.attention.o,
+            &block.mlp.gate_up,
+            &block.mlp.down,
+        ] {
+            assert!(
+                host(&p.weight).iter().all(|v| from_bf16(to_bf16(*v)) == *v),
+                "a weight is not a bf16 value"
+            );
+        }
+    }
+    let after = host(&model.decoder.blocks[0].mlp.gate_up.weight);
+    let moved = before.iter().zip(&after).filter(|(b, a)| b != a).count();
+    assert!(
+        moved > before.len() / 2,
+        "{moved} of {} weights moved",
+        before.len()
+    );
+    // Rounded weights are new tensors: they must still be parameters that learn.
+    assert_eq!(gradients_of(&model).len(), trainable);
+}
+
+fn gradients_of(model: &Pretrained) -> Vec<(String, Vec<f32>)> {
+    let device = model.decoder.embed.device();
+    let ids = Tensor::<2, Int>::from_data(TensorData::new(vec![1i64, 5, 9, 13], [1, 4]), &device);
+    let loss = model.decoder.forward(ids, &model.rope).sum();
+    collect(loss, model)
+}
+
+/// The gradients of `loss` for `model`'s parameters.
+fn collect(loss: Tensor<1>, model: &Pretrained) -> Vec<(String, Vec<f32>)> {
+    let grads = GradientsParams::from_grads(loss.backward(), &model.decoder);
+    let mut visitor = Grads {
+        grads: &grads,
+        out: Vec::new(),
+    };
+    model.decoder.visit(&mut visitor);
+    visitor.out
 }

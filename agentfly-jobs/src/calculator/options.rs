@@ -65,6 +65,10 @@ pub struct RunArgs {
     /// importance-corrected): less wall time for the same number of steps.
     #[arg(long)]
     pub overlap: bool,
+    /// Matrix products of many rows (prefill, training, scoring) in bf16 with f32 sums on
+    /// Intel AMX where the CPU has it (`model.bf16`, experimental); f32 elsewhere.
+    #[arg(long)]
+    pub bf16: bool,
     /// Roll out (and evaluate) on llama.cpp servers instead of the built-in engine: the
     /// trainer starts them (`scripts/build-llama-server` builds the binary;
     /// `AGENTFLY_LLAMA_SERVER` names another) on the policy written as GGUF and restarts

@@ -77,6 +77,9 @@ pub struct Settings {
     /// Roll out on llama.cpp servers the trainer runs (`rollout.llama_server`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub llama_server: bool,
+    /// Products in bf16 on AMX (`model.bf16`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bf16: bool,
     /// The training rows' shape; one row per turn learns with a per-sequence mean
     /// (`seq-mean-token-mean`), as L0's step-level samples do — under the default
     /// token-mean the two shapes give the same loss.
@@ -114,6 +117,7 @@ impl Settings {
             lora: None,
             overlap: args.overlap,
             llama_server: args.llama_server,
+            bf16: args.bf16,
             rows: RowShape::Trajectory,
         };
         if args.full {
@@ -257,6 +261,7 @@ impl Settings {
         };
         let lora = if args.lora { "-lora" } else { "" };
         let overlap = if args.overlap { "-overlap" } else { "" };
+        let bf16 = if args.bf16 { "-bf16" } else { "" };
         let server = if args.llama_server {
             "-llama-server"
         } else {
@@ -268,7 +273,7 @@ impl Settings {
             .map(|r| format!("-{r}"))
             .unwrap_or_default();
         let run = format!(
-            "target/runs/{}{preset}{lora}{overlap}{server}{reward}",
+            "target/runs/{}{preset}{lora}{overlap}{bf16}{server}{reward}",
             task.command()
         );
         PathBuf::from(match task {
@@ -315,6 +320,7 @@ impl Settings {
             model: ModelSection {
                 path: model.to_path_buf(),
                 device: self.device.clone(),
+                bf16: self.bf16,
             },
             data: DataSection {
                 train: data.join("train.jsonl"),
@@ -442,6 +448,7 @@ mod tests {
                 &["--smoke"],
                 &["--lora"],
                 &["--overlap"],
+                &["--bf16"],
                 &["--llama-server"],
             ] {
                 let mut argv = vec!["--algorithm", algorithm, "--format-bonus", "0.1"];

@@ -274,16 +274,29 @@ impl Decoder {
 
     /// Runs the projections' products of many rows (prefill, training, scoring) in bf16
     /// with f32 sums on Intel AMX ([`crate::model::bf16`]), or back in f32. Answers whether
-    /// bf16 is on: only a flex (CPU) model on a CPU and OS with AMX can have it.
-    /// Experimental: no job or config turns it on yet. Each product stays within bf16's
-    /// rounding of f32's, but the GGUF's quantized weights sit on bf16 rounding ties, which
-    /// the first updates all tip in the update's direction (BENCHMARKS.md, "bf16 on AMX").
+    /// bf16 is on: only a flex (CPU) model on a CPU and OS with AMX can have it. A model
+    /// about to be trained from a checkpoint's weights should have them rounded first
+    /// ([`Decoder::round_to_bf16`]).
     pub fn use_bf16_products(&mut self, on: bool) -> bool {
         let on = on && crate::model::bf16::serves(&self.embed.device());
         for p in self.projections_mut() {
             p.bf16 = on;
         }
         on
+    }
+
+    /// Rounds the projections' weights to bf16 values, once, before bf16 training starts
+    /// ([`Decoder::use_bf16_products`]); they stay f32 tensors, the master weights AdamW
+    /// updates. A checkpoint whose weights sit exactly half way between two bf16 values —
+    /// 11.7% of the Q4_1 GGUF's — would otherwise have every such tie tipped along the first
+    /// update's direction, a one-ulp step on an eighth of the weights however small the
+    /// update (BENCHMARKS.md, "bf16 on AMX"). From bf16 values, an update changes the bf16
+    /// products only once it has moved a master weight half an ulp, as in any bf16 mixed
+    /// precision.
+    pub fn round_to_bf16(&mut self) {
+        for p in self.projections_mut() {
+            p.round_weight_to_bf16();
+        }
     }
 
     /// Packs every projection and the output projection for decode's small products

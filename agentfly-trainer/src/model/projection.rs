@@ -63,6 +63,29 @@ impl Projection {
     }
 }
 
+impl Projection {
+    /// Rounds the weight to bf16 values (kept f32, its parameter id and gradient state
+    /// kept), and its packed copy with it.
+    pub(crate) fn round_weight_to_bf16(&mut self) {
+        use super::amx::{from_bf16, to_bf16};
+        let round = |w: Tensor<2>| {
+            let (device, dims, grad) = (w.device(), w.dims(), w.is_require_grad());
+            let mut values = w.into_data().try_to_vec::<f32>().expect("f32 weights");
+            for v in &mut values {
+                *v = from_bf16(to_bf16(*v));
+            }
+            Tensor::from_data(TensorData::new(values, dims), &device).set_require_grad(grad)
+        };
+        self.weight = self.weight.clone().map(round);
+        if self.packed.is_some() {
+            let w = self.weight.val();
+            let [k, n] = w.dims();
+            let host = w.into_data().try_to_vec::<f32>().expect("f32 weights");
+            self.packed = Some(Arc::new(PackedWeight::from_in_out(&host, k, n)));
+        }
+    }
+}
+
 /// `x · W (+ bias)` with a packed `W`, on the host: `x`'s last dimension is `W`'s input.
 pub(crate) fn packed_product<const D: usize>(
     packed: &PackedWeight,

@@ -120,6 +120,12 @@ pub struct ModelSection {
     /// `cpu`, `wgpu` or `cuda[:N]`.
     #[serde(default = "cpu")]
     pub device: String,
+    /// Matrix products of many rows (prefill, training, scoring) in bf16 with f32 sums on
+    /// Intel AMX, where the CPU has it (`Decoder::use_bf16_products`); elsewhere a warning
+    /// and f32. Weights loaded from `path` are rounded to bf16 values first; the master
+    /// weights stay f32. Experimental: off by default.
+    #[serde(default)]
+    pub bf16: bool,
 }
 
 fn cpu() -> String {

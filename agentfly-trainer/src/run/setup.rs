@@ -103,6 +103,10 @@ impl Trainer {
                     .with_lora(&trained.config, lora, config.train.seed),
             };
         }
+        // Weights that come from the base model start bf16 training as bf16 values; a
+        // checkpoint's master weights are taken as they are, so a resumed run continues.
+        let from_base = source == config.model.path;
+        bf16_products(&mut trained.decoder, config.model.bf16, from_base);
         let serving = Pretrained {
             config: trained.config.clone(),
             decoder: trained.decoder.merged(),
@@ -121,9 +125,15 @@ impl Trainer {
             Some(Reference {
                 decoder: match &saved {
                     Some(s) if s.sft_done && sft_model.join("config.json").exists() => {
-                        Pretrained::load(&sft_model, &device)?.decoder
+                        let mut d = Pretrained::load(&sft_model, &device)?.decoder;
+                        bf16_products(&mut d, config.model.bf16, false);
+                        d
                     }
-                    Some(_) => Pretrained::load(&config.model.path, &device)?.decoder,
+                    Some(_) => {
+                        let mut d = Pretrained::load(&config.model.path, &device)?.decoder;
+                        bf16_products(&mut d, config.model.bf16, true);
+                        d
+                    }
                     None => trained.decoder.merged(),
                 },
             })
@@ -241,4 +251,23 @@ impl Trainer {
 fn read_state(path: &Path) -> Result<RunState, TrainError> {
     let text = std::fs::read_to_string(path).map_err(io(path))?;
     serde_json::from_str(&text).map_err(io(path))
+}
+
+/// `[model] bf16`: the decoder's products of many rows in bf16 on AMX, its weights rounded
+/// to bf16 values first when they come from the base model (`round`); where the CPU has
+/// no AMX (or the model is not on the CPU), a warning and f32.
+fn bf16_products(decoder: &mut crate::model::Decoder, on: bool, round: bool) {
+    if !on {
+        return;
+    }
+    if decoder.use_bf16_products(true) {
+        if round {
+            decoder.round_to_bf16();
+        }
+    } else {
+        eprintln!(
+            "model.bf16: this device has no bf16 products (they need Intel AMX on the CPU \
+             backend): products stay f32"
+        );
+    }
 }
