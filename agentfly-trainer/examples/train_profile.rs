@@ -2,7 +2,8 @@
 //! clipping and AdamW on the causal-LM loss of `batch × seq` random tokens, `steps` times.
 //! `cargo run --release -p agentfly-trainer --example train_profile -- 4 512 3`; with `BF16=1`
 //! the projections' products run in bf16 on AMX (`Decoder::use_bf16_products`); with
-//! `ROUNDED=1` they stay f32 at the weights bf16 starts from (rounded to bf16 values).
+//! `DITHERED=1` they stay f32 at the weights bf16 starts from (dithered within their bf16
+//! cells, `Decoder::dither_for_bf16`).
 
 use agentfly_trainer::Pretrained;
 use agentfly_trainer::train::{OptimConfig, Packed, clip_grad_norm, sft_loss, token_logprobs};
@@ -52,8 +53,8 @@ fn main() {
     };
     let mut optim = config.init();
     let mut decoder = model.decoder.clone();
-    if std::env::var_os("BF16").is_some() || std::env::var_os("ROUNDED").is_some() {
-        decoder.round_to_bf16();
+    if std::env::var_os("BF16").is_some() || std::env::var_os("DITHERED").is_some() {
+        decoder.dither_for_bf16(0xbf16);
     }
     if std::env::var_os("BF16").is_some() {
         assert!(decoder.use_bf16_products(true), "no AMX here");

@@ -111,38 +111,81 @@ fn bf16_gradients_stay_close_to_f32_ones() {
     eprintln!("largest |Δgrad| / |grad| = {largest:.4}");
 }
 
-/// Runs on any CPU: rounding touches no AMX instruction.
+/// Runs on any CPU: dithering touches no AMX instruction.
 #[test]
-fn rounding_to_bf16_puts_every_projection_weight_on_bf16_and_keeps_it_trainable() {
-    use agentfly_trainer::model::amx::{from_bf16, to_bf16};
+fn dithering_moves_each_weight_within_half_a_bf16_step_and_keeps_it_trainable() {
     let device = agentfly_trainer::device::training(Device::flex(), true);
     let mut model = load(&device);
     let host = |p: &Param<Tensor<2>>| p.val().into_data().try_to_vec::<f32>().unwrap();
-    let before = host(&model.decoder.blocks[0].mlp.gate_up.weight);
-    let trainable = gradients_of(&model).len();
-    model.decoder.round_to_bf16();
-    for block in &model.decoder.blocks {
-        for p in [
-            &block.attention.qkv,
-            &block.attention.o,
-            &block.mlp.gate_up,
-            &block.mlp.down,
-        ] {
-            assert!(
-                host(&p.weight).iter().all(|v| from_bf16(to_bf16(*v)) == *v),
-                "a weight is not a bf16 value"
-            );
-        }
+    let weights = |m: &Pretrained| -> Vec<f32> {
+        m.decoder
+            .blocks
+            .iter()
+            .flat_map(|b| {
+                [
+                    &b.attention.qkv,
+                    &b.attention.o,
+                    &b.mlp.gate_up,
+                    &b.mlp.down,
+                ]
+            })
+            .flat_map(|p| host(&p.weight))
+            .collect()
+    };
+    let (before, trainable) = (weights(&model), gradients_of(&model).len());
+    model.decoder.dither_for_bf16(7);
+    let after = weights(&model);
+    let mut moved = 0;
+    for (b, a) in before.iter().zip(&after) {
+        // A bf16 step is 2¹⁶ in the f32 bit pattern (of the same sign).
+        let step = i64::from(a.to_bits()) - i64::from(b.to_bits());
+        assert!(step.abs() <= 1 << 15, "{b} → {a}");
+        moved += usize::from(a != b);
     }
-    let after = host(&model.decoder.blocks[0].mlp.gate_up.weight);
-    let moved = before.iter().zip(&after).filter(|(b, a)| b != a).count();
     assert!(
-        moved > before.len() / 2,
-        "{moved} of {} weights moved",
+        moved > before.len() * 9 / 10,
+        "{moved} of {} moved",
         before.len()
     );
-    // Rounded weights are new tensors: they must still be parameters that learn.
+    // The dithered weights are new tensors: they must still be parameters that learn.
     assert_eq!(gradients_of(&model).len(), trainable);
+    // Seeded: the same seed gives the same weights.
+    let mut again = load(&device);
+    again.decoder.dither_for_bf16(7);
+    assert_eq!(weights(&again), after);
+}
+
+/// What dithering is for: rounded to bf16, a dithered value is right on average, wherever it
+/// sat in its bf16 cell — on a tie, on a bf16 value, or anywhere — so a bf16 product follows
+/// an update smaller than a bf16 step on average, over the weights it moves.
+#[test]
+fn a_dithered_value_rounds_to_itself_on_average() {
+    use agentfly_trainer::model::amx::{from_bf16, to_bf16};
+    use agentfly_trainer::model::bf16::{dither, uniform};
+    let draws = 20_000;
+    for v in [
+        1.0f32,
+        1.003_906_25,
+        1.001,
+        -0.037_5,
+        0.012_345_6,
+        3.0e-3 + 1.0e-6,
+    ] {
+        let spacing = f32::from_bits(v.to_bits() & 0x7f80_0000) / 128.0;
+        let mean = (0..draws)
+            .map(|i| f64::from(from_bf16(to_bf16(dither(v, uniform(11, i))))))
+            .sum::<f64>()
+            / draws as f64;
+        let error = (mean - f64::from(v)).abs() / f64::from(spacing);
+        assert!(
+            error < 0.01,
+            "{v}: the mean of its bf16 roundings is {mean} ({error:.4} of a step off)"
+        );
+    }
+    // Without dithering, a tie (1 + 2⁻⁸, half way between 1 and 1 + 2⁻⁷) is half a step off.
+    let tie = 1.003_906_25f32;
+    assert_eq!(from_bf16(to_bf16(tie)), 1.0);
+    assert_eq!(dither(0.0, 0.9), 0.0);
 }
 
 fn gradients_of(model: &Pretrained) -> Vec<(String, Vec<f32>)> {

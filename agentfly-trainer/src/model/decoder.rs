@@ -275,8 +275,8 @@ impl Decoder {
     /// Runs the projections' products of many rows (prefill, training, scoring) in bf16
     /// with f32 sums on Intel AMX ([`crate::model::bf16`]), or back in f32. Answers whether
     /// bf16 is on: only a flex (CPU) model on a CPU and OS with AMX can have it. A model
-    /// about to be trained from a checkpoint's weights should have them rounded first
-    /// ([`Decoder::round_to_bf16`]).
+    /// about to be trained from a checkpoint's weights should have them dithered first
+    /// ([`Decoder::dither_for_bf16`]).
     pub fn use_bf16_products(&mut self, on: bool) -> bool {
         let on = on && crate::model::bf16::serves(&self.embed.device());
         for p in self.projections_mut() {
@@ -285,17 +285,22 @@ impl Decoder {
         on
     }
 
-    /// Rounds the projections' weights to bf16 values, once, before bf16 training starts
-    /// ([`Decoder::use_bf16_products`]); they stay f32 tensors, the master weights AdamW
-    /// updates. A checkpoint whose weights sit exactly half way between two bf16 values —
-    /// 11.7% of the Q4_1 GGUF's — would otherwise have every such tie tipped along the first
-    /// update's direction, a one-ulp step on an eighth of the weights however small the
-    /// update (BENCHMARKS.md, "bf16 on AMX"). From bf16 values, an update changes the bf16
-    /// products only once it has moved a master weight half an ulp, as in any bf16 mixed
-    /// precision.
-    pub fn round_to_bf16(&mut self) {
-        for p in self.projections_mut() {
-            p.round_weight_to_bf16();
+    /// Moves each projection weight by a uniform random fraction (−½ to ½, from `seed`) of
+    /// its bf16 spacing, once, before bf16 training starts ([`Decoder::use_bf16_products`]).
+    /// A bf16 product rounds its f32 master weights afresh each time; it follows small
+    /// updates on average only when the weights sit anywhere within their bf16 cells, so
+    /// that an update of a fraction of a cell moves that fraction of the weights by one
+    /// bf16 step. A quantized checkpoint's weights do not: 11.7% of the Q4_1 GGUF's lie
+    /// exactly on a tie between two bf16 values, which any update tips all at once along
+    /// its own direction (BENCHMARKS.md, "bf16 on AMX"); rounded to bf16 values, all would
+    /// wait for half a step and then move together. Each weight moves at most half a bf16
+    /// step — what a bf16 product rounds away anyway.
+    pub fn dither_for_bf16(&mut self, seed: u64) {
+        for (p, projection) in self.projections_mut().enumerate() {
+            let stream = seed ^ (p as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            projection.map_weight_values(|i, v| {
+                crate::model::bf16::dither(v, crate::model::bf16::uniform(stream, i as u64))
+            });
         }
     }
 

@@ -64,19 +64,19 @@ impl Projection {
 }
 
 impl Projection {
-    /// Rounds the weight to bf16 values (kept f32, its parameter id and gradient state
-    /// kept), and its packed copy with it.
-    pub(crate) fn round_weight_to_bf16(&mut self) {
-        use super::amx::{from_bf16, to_bf16};
-        let round = |w: Tensor<2>| {
+    /// Replaces each weight `w[i]` (row-major `[in, out]`) by `f(i, w[i])`, keeping the
+    /// parameter's id and gradient state, and the packed copy in step.
+    pub(crate) fn map_weight_values(&mut self, f: impl Fn(usize, f32) -> f32) {
+        let map = |w: Tensor<2>| {
             let (device, dims, grad) = (w.device(), w.dims(), w.is_require_grad());
             let mut values = w.into_data().try_to_vec::<f32>().expect("f32 weights");
-            for v in &mut values {
-                *v = from_bf16(to_bf16(*v));
+            for (i, v) in values.iter_mut().enumerate() {
+                *v = f(i, *v);
             }
+            // A new tensor: without this it would leave the parameters that learn.
             Tensor::from_data(TensorData::new(values, dims), &device).set_require_grad(grad)
         };
-        self.weight = self.weight.clone().map(round);
+        self.weight = self.weight.clone().map(map);
         if self.packed.is_some() {
             let w = self.weight.val();
             let [k, n] = w.dims();

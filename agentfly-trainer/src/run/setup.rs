@@ -103,7 +103,8 @@ impl Trainer {
                     .with_lora(&trained.config, lora, config.train.seed),
             };
         }
-        // Weights that come from the base model start bf16 training as bf16 values; a
+        // Weights that come from the base model are dithered within their bf16 cells (seeded:
+        // a resumed LoRA run, which starts from the base again, gets the same); a
         // checkpoint's master weights are taken as they are, so a resumed run continues.
         let from_base = source == config.model.path;
         bf16_products(&mut trained.decoder, config.model.bf16, from_base);
@@ -253,16 +254,19 @@ fn read_state(path: &Path) -> Result<RunState, TrainError> {
     serde_json::from_str(&text).map_err(io(path))
 }
 
-/// `[model] bf16`: the decoder's products of many rows in bf16 on AMX, its weights rounded
-/// to bf16 values first when they come from the base model (`round`); where the CPU has
-/// no AMX (or the model is not on the CPU), a warning and f32.
-fn bf16_products(decoder: &mut crate::model::Decoder, on: bool, round: bool) {
+/// The seed of the bf16 dither: fixed, so that every start from the same weights agrees.
+const BF16_DITHER_SEED: u64 = 0xbf16;
+
+/// `[model] bf16`: the decoder's products of many rows in bf16 on AMX, its weights dithered
+/// within their bf16 cells first when they come from the base model (`fresh`); where the
+/// CPU has no AMX (or the model is not on the CPU), a warning and f32.
+fn bf16_products(decoder: &mut crate::model::Decoder, on: bool, fresh: bool) {
     if !on {
         return;
     }
     if decoder.use_bf16_products(true) {
-        if round {
-            decoder.round_to_bf16();
+        if fresh {
+            decoder.dither_for_bf16(BF16_DITHER_SEED);
         }
     } else {
         eprintln!(
