@@ -165,7 +165,7 @@ fn a_dithered_value_rounds_to_itself_on_average() {
     let draws = 20_000;
     for v in [
         1.0f32,
-        1.003_906_25,
+        1.0 + 1.0 / 256.0,
         1.001,
         -0.037_5,
         0.012_345_6,
@@ -183,7 +183,7 @@ fn a_dithered_value_rounds_to_itself_on_average() {
         );
     }
     // Without dithering, a tie (1 + 2⁻⁸, half way between 1 and 1 + 2⁻⁷) is half a step off.
-    let tie = 1.003_906_25f32;
+    let tie = 1.0f32 + 1.0 / 256.0;
     assert_eq!(from_bf16(to_bf16(tie)), 1.0);
     assert_eq!(dither(0.0, 0.9), 0.0);
 }
