@@ -53,6 +53,43 @@ fn render_prints_every_qwen3_fixture_exactly() {
 
 #[test]
 fn logits_writes_the_forward_pass_of_tiny_qwen2() {
+    let (diff, _) = tiny_qwen2_logits_error(&[]).unwrap();
+    assert!(diff < 1e-4, "max |Δlogit| = {diff}");
+}
+
+/// `--bf16` where the CPU has AMX: logits moved by bf16's rounding, and no further; where
+/// it has none, a clear refusal (`AGENTFLY_REQUIRE_AMX=1` makes that a failure).
+#[test]
+fn logits_in_bf16_stay_within_bf16_rounding_or_are_refused_clearly() {
+    let (f32_diff, _) = tiny_qwen2_logits_error(&[]).unwrap();
+    match tiny_qwen2_logits_error(&["--bf16"]) {
+        Ok((diff, scale)) => {
+            assert!(agentfly_trainer::model::amx::available());
+            // bf16 keeps 8 bits of mantissa: ~0.4% per input, partly averaged in the sums.
+            assert!(
+                diff < 1e-2 * scale && diff > 10.0 * f32_diff,
+                "max |Δlogit| {diff} (f32: {f32_diff}, logits up to {scale})"
+            );
+        }
+        Err(stderr) => {
+            assert!(!agentfly_trainer::model::amx::available(), "{stderr}");
+            assert!(
+                stderr.contains("--bf16: bf16 products need Intel AMX"),
+                "{stderr}"
+            );
+            assert!(
+                std::env::var("AGENTFLY_REQUIRE_AMX").as_deref() != Ok("1"),
+                "AGENTFLY_REQUIRE_AMX=1 but this CPU or OS has no AMX"
+            );
+            eprintln!("SKIPPED: this CPU or OS has no AMX, so --bf16 was refused (as it should)");
+        }
+    }
+}
+
+/// `agentfly logits` on the tiny Qwen2 fixture's two rows with `extra` options: the largest
+/// difference from transformers' logits and the largest of those, or the command's stderr
+/// when it fails.
+fn tiny_qwen2_logits_error(extra: &[&str]) -> Result<(f32, f32), String> {
     let tmp = scratch();
     let dir = fixtures();
     let bytes = std::fs::read(dir.join("tiny-qwen2/reference.safetensors")).unwrap();
@@ -69,17 +106,26 @@ fn logits_writes_the_forward_pass_of_tiny_qwen2() {
         .map(|r| r.iter().map(i64::to_string).collect::<Vec<_>>().join(","))
         .collect();
     let out_file = tmp.path().join("logits.safetensors");
-    agentfly(&[
+    let model = dir.join("tiny-qwen2");
+    let mut args = vec![
         "logits",
         "--model",
-        dir.join("tiny-qwen2").to_str().unwrap(),
+        model.to_str().unwrap(),
         "--ids",
         &rows[0],
         "--ids",
         &rows[1],
         "--out",
         out_file.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let out = Command::new(env!("CARGO_BIN_EXE_agentfly"))
+        .args(&args)
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
     let written = std::fs::read(&out_file).unwrap();
     let written = safetensors::SafeTensors::deserialize(&written).unwrap();
     let logits = written.tensor("logits").unwrap();
@@ -90,13 +136,14 @@ fn logits_writes_the_forward_pass_of_tiny_qwen2() {
             .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
             .collect::<Vec<_>>()
     };
+    let expected = to_f32(expected.data());
+    let scale = expected.iter().fold(0f32, |m, v| m.max(v.abs()));
     let diff = to_f32(logits.data())
         .iter()
-        .zip(to_f32(expected.data()))
+        .zip(&expected)
         .map(|(a, b)| (a - b).abs())
         .fold(0.0, f32::max);
-    assert!(diff < 1e-4, "max |Δlogit| = {diff}");
-    std::fs::remove_file(out_file).unwrap();
+    Ok((diff, scale))
 }
 
 #[test]
