@@ -125,20 +125,55 @@ fn with_estimator(config: PathBuf, estimator: &str) -> PathBuf {
 
 #[test]
 fn a_resumed_run_ends_exactly_where_an_uninterrupted_one_does() {
-    resume_equivalence("{ name = \"grpo\" }", false);
+    resume_equivalence("{ name = \"grpo\" }", false, false);
 }
 
 #[test]
 fn ppo_with_a_critic_trains_and_resumes_exactly() {
-    resume_equivalence("{ name = \"gae\", gamma = 1.0, lambda = 0.95 }", false);
+    resume_equivalence(
+        "{ name = \"gae\", gamma = 1.0, lambda = 0.95 }",
+        false,
+        false,
+    );
 }
 
 #[test]
 fn lora_trains_only_the_adapters_and_resumes_exactly() {
-    resume_equivalence("{ name = \"grpo\" }", true);
+    resume_equivalence("{ name = \"grpo\" }", true, false);
 }
 
-fn resume_equivalence(estimator: &str, lora: bool) {
+/// `[model] bf16`: the dither is made once, from the base model; a resumed run takes the
+/// checkpoint's master weights as they are and ends where the uninterrupted one does. Where
+/// the CPU has no AMX the configuration is refused, clearly (`AGENTFLY_REQUIRE_AMX=1` makes
+/// that a failure).
+#[test]
+fn bf16_products_train_and_resume_exactly() {
+    if agentfly_trainer::model::amx::available() {
+        resume_equivalence("{ name = \"grpo\" }", false, true);
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_chat_model(dir.path());
+    let path = edited_config(
+        dir.path(),
+        &model,
+        1,
+        "bf16",
+        &[("[model]\n", "[model]\nbf16 = true\n")],
+    );
+    let err = Trainer::from_config_file(&path).unwrap_err().to_string();
+    assert!(
+        err.contains("model.bf16: bf16 products need Intel AMX"),
+        "{err}"
+    );
+    assert!(
+        std::env::var("AGENTFLY_REQUIRE_AMX").as_deref() != Ok("1"),
+        "AGENTFLY_REQUIRE_AMX=1 but this CPU or OS has no AMX"
+    );
+    eprintln!("SKIPPED: this CPU or OS has no AMX, so bf16 training was refused (as it should)");
+}
+
+fn resume_equivalence(estimator: &str, lora: bool, bf16: bool) {
     let dir = tempfile::tempdir().unwrap();
     let model = tiny_chat_model(dir.path());
     let config = |steps, out| {
@@ -146,6 +181,10 @@ fn resume_equivalence(estimator: &str, lora: bool) {
         if lora {
             let text = std::fs::read_to_string(&path).unwrap();
             std::fs::write(&path, format!("{text}\n[lora]\nrank = 4\nalpha = 8.0\n")).unwrap();
+        }
+        if bf16 {
+            let text = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(&path, text.replace("[model]\n", "[model]\nbf16 = true\n")).unwrap();
         }
         path
     };

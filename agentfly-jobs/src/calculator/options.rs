@@ -66,7 +66,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub overlap: bool,
     /// Matrix products of many rows (prefill, training, scoring) in bf16 with f32 sums on
-    /// Intel AMX where the CPU has it (`model.bf16`, experimental); f32 elsewhere.
+    /// Intel AMX (`model.bf16`, experimental); refused where the CPU has none.
     #[arg(long)]
     pub bf16: bool,
     /// Roll out (and evaluate) on llama.cpp servers instead of the built-in engine: the

@@ -121,9 +121,10 @@ pub struct ModelSection {
     #[serde(default = "cpu")]
     pub device: String,
     /// Matrix products of many rows (prefill, training, scoring) in bf16 with f32 sums on
-    /// Intel AMX, where the CPU has it (`Decoder::use_bf16_products`); elsewhere a warning
-    /// and f32. Weights loaded from `path` are rounded to bf16 values first; the master
-    /// weights stay f32. Experimental: off by default.
+    /// Intel AMX (`Decoder::use_bf16_products`); an error where the CPU has none or the
+    /// device is not the CPU. Weights loaded from `path` are dithered within their bf16
+    /// cells first (`Decoder::dither_for_bf16`); the master weights stay f32.
+    /// Experimental: off by default.
     #[serde(default)]
     pub bf16: bool,
 }

@@ -107,7 +107,7 @@ impl Trainer {
         // a resumed LoRA run, which starts from the base again, gets the same); a
         // checkpoint's master weights are taken as they are, so a resumed run continues.
         let from_base = source == config.model.path;
-        bf16_products(&mut trained.decoder, config.model.bf16, from_base);
+        bf16_products(&mut trained.decoder, config.model.bf16, from_base).map_err(invalid)?;
         let serving = Pretrained {
             config: trained.config.clone(),
             decoder: trained.decoder.merged(),
@@ -127,12 +127,12 @@ impl Trainer {
                 decoder: match &saved {
                     Some(s) if s.sft_done && sft_model.join("config.json").exists() => {
                         let mut d = Pretrained::load(&sft_model, &device)?.decoder;
-                        bf16_products(&mut d, config.model.bf16, false);
+                        bf16_products(&mut d, config.model.bf16, false).map_err(invalid)?;
                         d
                     }
                     Some(_) => {
                         let mut d = Pretrained::load(&config.model.path, &device)?.decoder;
-                        bf16_products(&mut d, config.model.bf16, true);
+                        bf16_products(&mut d, config.model.bf16, true).map_err(invalid)?;
                         d
                     }
                     None => trained.decoder.merged(),
@@ -258,20 +258,21 @@ fn read_state(path: &Path) -> Result<RunState, TrainError> {
 const BF16_DITHER_SEED: u64 = 0xbf16;
 
 /// `[model] bf16`: the decoder's products of many rows in bf16 on AMX, its weights dithered
-/// within their bf16 cells first when they come from the base model (`fresh`); where the
-/// CPU has no AMX (or the model is not on the CPU), a warning and f32.
-fn bf16_products(decoder: &mut crate::model::Decoder, on: bool, fresh: bool) {
+/// within their bf16 cells first when they come from the base model (`fresh`); an error
+/// where the CPU has no AMX or the model is not on the CPU.
+fn bf16_products(decoder: &mut crate::model::Decoder, on: bool, fresh: bool) -> Result<(), String> {
     if !on {
-        return;
+        return Ok(());
     }
-    if decoder.use_bf16_products(true) {
-        if fresh {
-            decoder.dither_for_bf16(BF16_DITHER_SEED);
-        }
-    } else {
-        eprintln!(
-            "model.bf16: this device has no bf16 products (they need Intel AMX on the CPU \
-             backend): products stay f32"
+    if !decoder.use_bf16_products(true) {
+        return Err(
+            "model.bf16: bf16 products need Intel AMX and the cpu device (this CPU or \
+                    device has none)"
+                .into(),
         );
     }
+    if fresh {
+        decoder.dither_for_bf16(BF16_DITHER_SEED);
+    }
+    Ok(())
 }
