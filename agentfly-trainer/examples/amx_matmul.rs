@@ -2,12 +2,15 @@
 //! products (gemm) against `model::amx`'s bf16 ones on Intel AMX. The forward product
 //! `X · W` and the backward pass's `dY · Wᵀ` and `Xᵀ · dY` for the MLP's up and down
 //! projections and the attention's query projection. Prints GFLOP/s (best of 5) and the
-//! largest error of the bf16 result relative to the f32 one's scale.
+//! largest error of the bf16 result relative to the f32 one's scale, beside PyTorch's f32
+//! and bf16 products at the same shapes (`scripts/bench/torch_matmul.py`, run once first;
+//! its bf16 products go through oneDNN, which uses AMX too), when `.venv-bench` is there.
 //!
 //! `cargo run --release -p agentfly-trainer --example amx_matmul [-- TOKENS]`
 
 use agentfly_trainer::model::amx::{self, View};
 use burn::tensor::{Device, Distribution, Tensor};
+use std::collections::HashMap;
 use std::time::Instant;
 
 /// A product: its label, flex's version, A's and B's views, m, k, n.
@@ -44,11 +47,12 @@ fn main() {
         return;
     }
     let device = Device::flex();
+    let peer = torch_peer(tokens);
     println!("threads: {}", rayon::current_num_threads());
     println!(
-        "| product | m × k × n | flex f32 GFLOP/s | AMX bf16 GFLOP/s | ratio | max error / scale |"
+        "| product | m × k × n | flex f32 GFLOP/s | AMX bf16 GFLOP/s | ratio | max error / scale | PyTorch f32 GFLOP/s | PyTorch bf16 GFLOP/s | AMX bf16 / PyTorch bf16 |"
     );
-    println!("|---|---|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for (name, k_in, n_out) in [
         ("up+gate", 576, 3072),
         ("down", 1536, 576),
@@ -107,13 +111,48 @@ fn main() {
                 .iter()
                 .zip(&reference)
                 .fold(0f32, |e, (a, b)| e.max((a - b).abs()));
+            let amx_rate = flops / amx_s / 1e9;
+            let (torch_f32, torch_bf16, versus) = match peer.get(&label) {
+                Some(p) => (
+                    format!("{:.0}", p.f32),
+                    format!("{:.0}", p.bf16),
+                    format!("{:.2}×", amx_rate / p.bf16),
+                ),
+                None => ("–".into(), "–".into(), "–".into()),
+            };
             println!(
-                "| {label} | {m} × {k} × {n} | {:.0} | {:.0} | {:.1}× | {:.1e} |",
+                "| {label} | {m} × {k} × {n} | {:.0} | {amx_rate:.0} | {:.1}× | {:.1e} | {torch_f32} | {torch_bf16} | {versus} |",
                 flops / flex_s / 1e9,
-                flops / amx_s / 1e9,
                 flex_s / amx_s,
                 err / scale
             );
         }
     }
+}
+
+/// PyTorch's rates for one product, GFLOP/s.
+#[derive(serde::Deserialize)]
+struct PeerRates {
+    f32: f64,
+    bf16: f64,
+}
+
+/// PyTorch's products at the same shapes, by label; empty (and said) without `.venv-bench`.
+fn torch_peer(tokens: usize) -> HashMap<String, PeerRates> {
+    let Some(python) = agentfly_testdata::python_if_present() else {
+        eprintln!("no .venv-bench (scripts/setup makes it): PyTorch's columns stay empty");
+        return HashMap::new();
+    };
+    let script = agentfly_testdata::repo().join("scripts/bench/torch_matmul.py");
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .args(["--tokens", &tokens.to_string()])
+        .output()
+        .expect("running the PyTorch peer");
+    assert!(
+        out.status.success(),
+        "the PyTorch peer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the peer prints one JSON object")
 }
