@@ -3,6 +3,7 @@
 //! with ±1 advantages, updated as a run's trainer does (GRPO's single optimizer step, the
 //! training device with its checkpointing): without sharing the rows' common prefix, with
 //! it (the default), and with it and the reference model's pass that `train.track_kl` adds.
+//! With `BF16=1`, as `[model] bf16` trains: the products in bf16 on AMX, the weights dithered.
 //! `cargo run --release -p agentfly-trainer --example rl_update_profile -- target/runs/wiki-qa-r4/code/evals/final.json 40 2`
 
 use agentfly_trainer::Pretrained;
@@ -53,12 +54,19 @@ fn main() {
     let device = agentfly_trainer::device::parse_device("cpu").expect("cpu");
     let train_device =
         agentfly_trainer::device::training(device.clone(), section.gradient_checkpointing);
-    let model = Pretrained::load(agentfly_trainer::io::smollm2::DEFAULT_MODEL, &train_device)
-        .expect("load SmolLM2");
+    let bf16 = std::env::var_os("BF16").is_some();
+    let load = |device| {
+        let mut model = Pretrained::load(agentfly_trainer::io::smollm2::DEFAULT_MODEL, device)
+            .expect("load SmolLM2");
+        if bf16 {
+            assert!(model.decoder.use_bf16_products(true), "no AMX here");
+            model.decoder.dither_for_bf16(0xbf16);
+        }
+        model
+    };
+    let model = load(&train_device);
     let reference = Reference {
-        decoder: Pretrained::load(agentfly_trainer::io::smollm2::DEFAULT_MODEL, &device)
-            .expect("load SmolLM2")
-            .decoder,
+        decoder: load(&device).decoder,
     };
     let config = OptimConfig {
         lr: 1e-6,
