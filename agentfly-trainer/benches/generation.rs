@@ -2,7 +2,10 @@
 //! decode at batch 1, 8 and 32 with 128 new tokens, against Hugging Face transformers
 //! (PyTorch on CPU) on the same weights and settings in the same run. Decode runs as the
 //! engine runs it, with the weights packed once (`EngineConfig::packed_decode`), and again
-//! with flex's own products (the last column).
+//! with flex's own products (the last column). Where the CPU has Intel AMX a second table
+//! gives the same measurements with bf16 products (`--bf16`: the serving copy packed in bf16
+//! for AMX) against transformers in bf16 (PyTorch's CPU bf16, through oneDNN, which uses
+//! AMX too) and in f32.
 //!
 //! ```sh
 //! scripts/setup && cargo run --release -- fetch-model   # the transformers peer; the SmolLM2 GGUF
@@ -74,12 +77,8 @@ fn main() {
         ),
         &device,
     );
-    let forward = || {
-        let logits = model.decoder.forward(ids.clone(), &model.rope);
-        let _ = logits.narrow(1, PREFILL - 1, 1).into_data();
-    };
-    forward();
-    let ours_prefill = PREFILL as f64 / best_of(runs, forward);
+    prefill_last(&model, &ids);
+    let ours_prefill = PREFILL as f64 / best_of(runs, || prefill_last(&model, &ids));
     // Decode as the engine runs it (weights packed once, `EngineConfig::packed_decode`),
     // and with flex's own products for comparison.
     let mut packed = Pretrained::load(&gguf, &device).expect("load SmolLM2");
@@ -92,21 +91,34 @@ fn main() {
     eprintln!("measuring agentfly's decode with flex's products ...");
     let unpacked_decode = decode_rates(&model, &prompts, runs);
 
-    let peer = common::run_peer(
-        "transformers_generate.py",
-        &[
-            "--model".into(),
-            hf_dir.to_string_lossy().into_owned(),
-            "--runs".into(),
-            runs.to_string(),
-            "--prefill".into(),
-            PREFILL.to_string(),
-            "--prompt-len".into(),
-            PROMPT.to_string(),
-            "--new-tokens".into(),
-            NEW.to_string(),
-        ],
-    );
+    // bf16 products on AMX, as `--bf16` serves: every product on the packed bf16 weights.
+    let bf16 = agentfly_trainer::model::amx::available().then(|| {
+        eprintln!("measuring agentfly with bf16 products (AMX) ...");
+        let mut model = Pretrained::load(&gguf, &device).expect("load SmolLM2");
+        assert!(model.decoder.use_bf16_products(true), "bf16 on the CPU");
+        model.decoder.pack_for_decode();
+        let prefill = PREFILL as f64 / best_of(runs, || prefill_last(&model, &ids));
+        (prefill, decode_rates(&model, &prompts, runs))
+    });
+
+    let peer_args = |dtype: &str| {
+        [
+            "--model",
+            &hf_dir.to_string_lossy(),
+            "--runs",
+            &runs.to_string(),
+            "--prefill",
+            &PREFILL.to_string(),
+            "--prompt-len",
+            &PROMPT.to_string(),
+            "--new-tokens",
+            &NEW.to_string(),
+            "--dtype",
+            dtype,
+        ]
+        .map(String::from)
+    };
+    let peer = common::run_peer("transformers_generate.py", &peer_args("float32"));
     println!(
         "\nSmolLM2-135M-Instruct, f32, {} CPU threads available\n",
         std::thread::available_parallelism().map_or(0, |n| n.get())
@@ -151,6 +163,55 @@ fn main() {
     );
     if let Some(p) = &peer {
         println!("peer: torch {} with {} threads", p["torch"], p["threads"]);
+    }
+    match bf16 {
+        Some((prefill, decode)) => {
+            let peer_bf16 = common::run_peer("transformers_generate.py", &peer_args("bfloat16"));
+            bf16_table(prefill, &decode, peer_bf16.as_ref(), peer.as_ref());
+        }
+        None => println!("\nbf16: this CPU or OS has no AMX; not measured"),
+    }
+}
+
+/// One forward pass over the prefill's ids, the last position's logits read back.
+fn prefill_last(model: &Pretrained, ids: &Tensor<2, Int>) {
+    let logits = model.decoder.forward(ids.clone(), &model.rope);
+    let _ = logits.narrow(1, PREFILL - 1, 1).into_data();
+}
+
+/// The bf16 measurements against transformers in bf16 and in f32.
+fn bf16_table(
+    prefill: f64,
+    decode: &[f64],
+    peer_bf16: Option<&serde_json::Value>,
+    peer_f32: Option<&serde_json::Value>,
+) {
+    println!("\nbf16 products on AMX (`--bf16`), against transformers in bf16 and in f32\n");
+    println!(
+        "| measurement | agentfly bf16 tok/s | transformers bf16 tok/s | ratio | transformers f32 tok/s | ratio |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    let cell = |ours: f64,
+                peer: Option<&serde_json::Value>,
+                key: &dyn Fn(&serde_json::Value) -> Option<f64>| {
+        match peer.and_then(key) {
+            Some(t) => format!("{t:.1} | {:.2}×", ours / t),
+            None => "n/a | n/a".into(),
+        }
+    };
+    let prefill_key = |p: &serde_json::Value| p["prefill_tokens_per_s"].as_f64();
+    println!(
+        "| prefill {PREFILL} tokens, batch 1 | {prefill:.1} | {} | {} |",
+        cell(prefill, peer_bf16, &prefill_key),
+        cell(prefill, peer_f32, &prefill_key)
+    );
+    for (batch, &ours) in BATCHES.iter().zip(decode) {
+        let key = |p: &serde_json::Value| p["decode_tokens_per_s"][batch.to_string()].as_f64();
+        println!(
+            "| decode {NEW} new tokens, batch {batch} | {ours:.1} | {} | {} |",
+            cell(ours, peer_bf16, &key),
+            cell(ours, peer_f32, &key)
+        );
     }
 }
 

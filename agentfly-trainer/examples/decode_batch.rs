@@ -1,7 +1,8 @@
 //! Greedy decoding of one batch with SmolLM2-135M-Instruct, for profilers: `rows` random
 //! 64-token prompts (`AGENTFLY_PROMPT_LEN` tokens: a multi-turn chain's long context), `new` tokens each with EOS ignored; prints decode tokens per second
 //! (the prefill's single-token run subtracted, as the generation bench does). With
-//! `AGENTFLY_PACKED=1` the weights are packed first, as the engine does.
+//! `AGENTFLY_PACKED=1` the weights are packed first, as the engine does; with `BF16=1` as
+//! well, in bf16 for AMX (`--bf16`).
 //!
 //! `perf record -g cargo run --release -p agentfly-trainer --example decode_batch -- 32 128`
 
@@ -23,6 +24,12 @@ fn main() {
     let device = agentfly_trainer::device::parse_device("cpu").expect("the CPU device");
     let mut model = Pretrained::load(std::path::Path::new(&gguf), &device)
         .unwrap_or_else(|e| panic!("{gguf}: {e} (run `agentfly fetch-model`)"));
+    if std::env::var("BF16").as_deref() == Ok("1") {
+        assert!(
+            model.decoder.use_bf16_products(true),
+            "BF16=1: this CPU or OS has no AMX"
+        );
+    }
     if std::env::var("AGENTFLY_PACKED").as_deref() == Ok("1") {
         model.decoder.pack_for_decode();
     }
@@ -49,6 +56,9 @@ fn main() {
     };
     let first = run(1);
     let all = run(new);
+    if std::env::var("AGENTFLY_VERBOSE").as_deref() == Ok("1") {
+        println!("prefill and one token: {first:.3} s; {new} tokens: {all:.3} s");
+    }
     println!(
         "batch {rows}: {:.1} decode tok/s ({:.1} ms per step)",
         rows as f64 * (new - 1) as f64 / (all - first),

@@ -2,8 +2,9 @@
 //! `x · W` for 1, 8 and 32 rows over all of SmolLM2-135M's projections (30 layers' own
 //! weights, so they stream from memory as in a real decode step, and the tied LM head),
 //! with flex (gemm, which packs the weight on every call) and with `model::PackedWeight`
-//! (packed into 32-column panels beforehand, as the engine does). Prints milliseconds per
-//! decode step's products and the largest difference between the two results.
+//! (packed into 32-column panels beforehand, as the engine does), and, where the CPU has
+//! AMX, packed in bf16 for AMX's tiles (as the engine does with `--bf16`). Prints
+//! milliseconds per decode step's products and the largest difference from flex's results.
 //!
 //! `cargo run --release -p agentfly-trainer --example packed_matmul`
 
@@ -37,8 +38,15 @@ fn main() {
         .zip(&shapes)
         .map(|(w, &(k, n))| PackedWeight::from_in_out(&values(w.clone()), k, n))
         .collect();
-    println!("| rows | flex ms/step | packed ms/step | ratio | max abs diff |");
-    println!("|---:|---:|---:|---:|---:|");
+    let bf16: Option<Vec<PackedWeight>> = weights
+        .iter()
+        .zip(&shapes)
+        .map(|(w, &(k, n))| PackedWeight::bf16_from_in_out(&values(w.clone()), k, n))
+        .collect();
+    println!(
+        "| rows | flex ms/step | packed ms/step | ratio | max abs diff | packed bf16 (AMX) ms/step | ratio to flex | max abs diff |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     for rows in [1usize, 8, 16, 32, 48, 64] {
         let inputs: Vec<Tensor<2>> = shapes
             .iter()
@@ -57,29 +65,43 @@ fn main() {
                 .collect();
             flex_best = flex_best.min(start.elapsed().as_secs_f64());
         }
-        let mut ours: Vec<Vec<f32>> = Vec::new();
-        let mut packed_best = f64::MAX;
-        for _ in 0..reps {
-            let start = Instant::now();
-            ours.clear();
-            for (x, p) in host.iter().zip(&packed) {
-                // As the model does: the input from a tensor, the result back into one.
-                let t = Tensor::<2>::from_data(TensorData::new(x.clone(), [rows, p.k()]), &device);
-                let out = p.matmul(&values(t), rows);
-                let _ =
-                    Tensor::<2>::from_data(TensorData::new(out.clone(), [rows, p.n()]), &device);
-                ours.push(out);
+        let run = |packed: &[PackedWeight]| {
+            let mut best = f64::MAX;
+            let mut ours: Vec<Vec<f32>> = Vec::new();
+            for _ in 0..reps {
+                let start = Instant::now();
+                ours.clear();
+                for (x, p) in host.iter().zip(packed) {
+                    // As the model does: the input from a tensor, the result back into one.
+                    let t =
+                        Tensor::<2>::from_data(TensorData::new(x.clone(), [rows, p.k()]), &device);
+                    let out = p.matmul(&values(t), rows);
+                    let _ = Tensor::<2>::from_data(
+                        TensorData::new(out.clone(), [rows, p.n()]),
+                        &device,
+                    );
+                    ours.push(out);
+                }
+                best = best.min(start.elapsed().as_secs_f64());
             }
-            packed_best = packed_best.min(start.elapsed().as_secs_f64());
-        }
-        let diff = flex_out
-            .iter()
-            .flatten()
-            .zip(ours.iter().flatten())
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max);
+            let diff = flex_out
+                .iter()
+                .flatten()
+                .zip(ours.iter().flatten())
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            (best, diff)
+        };
+        let (packed_best, diff) = run(&packed);
+        let bf16_cells = match &bf16 {
+            Some(b) => {
+                let (best, diff) = run(b);
+                format!("{:.1} | {:.2}× | {diff:.1e}", best * 1e3, flex_best / best)
+            }
+            None => "n/a (no AMX) | | ".into(),
+        };
         println!(
-            "| {rows} | {:.1} | {:.1} | {:.2}× | {diff:.1e} |",
+            "| {rows} | {:.1} | {:.1} | {:.2}× | {diff:.1e} | {bf16_cells} |",
             flex_best * 1e3,
             packed_best * 1e3,
             flex_best / packed_best

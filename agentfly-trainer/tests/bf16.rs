@@ -56,6 +56,60 @@ fn bf16_logits_match_transformers_within_bf16_rounding() {
     assert_eq!(common::max_abs_diff(&back, &expected), f32_diff);
 }
 
+#[test]
+fn a_serving_copy_packed_in_bf16_keeps_bf16_accuracy_at_every_row_count() {
+    if !amx_here() {
+        return;
+    }
+    let device = common::device();
+    let plain = load(&device);
+    let mut packed = load(&device);
+    assert!(packed.decoder.use_bf16_products(true));
+    // The engine's copy: merged (which must keep the flag), then packed for serving.
+    packed.decoder = packed.decoder.merged();
+    packed.decoder.pack_for_decode();
+    let projections = packed.decoder.blocks.iter().flat_map(|b| {
+        [
+            &b.attention.qkv,
+            &b.attention.o,
+            &b.mlp.gate_up,
+            &b.mlp.down,
+        ]
+    });
+    for p in projections {
+        assert!(
+            p.packed.as_ref().is_some_and(|w| w.is_bf16()),
+            "{:?}",
+            p.packed
+        );
+    }
+    assert!(
+        packed
+            .decoder
+            .packed_head
+            .as_ref()
+            .is_some_and(|w| w.is_bf16())
+    );
+    // One row (decode at batch 1), a few, a tile and more, up to prefill's many: every
+    // product, the output projection's too, runs on the packed bf16 weights.
+    for (batch, len) in [(1, 1), (1, 5), (2, 16), (3, 40)] {
+        let ids: Vec<i64> = (0..batch * len)
+            .map(|i| (i as i64 * 53 + 7) % 500)
+            .collect();
+        let want = common::logits(&plain, ids.clone(), [batch, len]);
+        let got = common::logits(&packed, ids, [batch, len]);
+        let diff = common::max_abs_diff(&got, &want);
+        let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+        eprintln!("{batch} × {len}: max |Δlogit| {diff}, logits up to {scale}");
+        // bf16 keeps 8 bits of mantissa (~0.4% per input), in every product and the
+        // output projection's: at one row the sums average little of it out.
+        assert!(
+            diff < 3e-2 * scale && diff > 1e-5 * scale,
+            "{batch} × {len}: max |Δlogit| {diff} against f32 (logits up to {scale})"
+        );
+    }
+}
+
 /// Every float parameter's gradient, flattened, in visiting order.
 struct Grads<'a> {
     grads: &'a GradientsParams,

@@ -28,12 +28,14 @@ def main():
     parser.add_argument("--batches", default="1,8,32")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
+    dtype = getattr(torch, args.dtype)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype).eval()
     vocab = model.config.vocab_size
     gen = torch.Generator().manual_seed(0)
-    out = {"torch": torch.__version__, "threads": torch.get_num_threads()}
+    out = {"torch": torch.__version__, "threads": torch.get_num_threads(), "dtype": args.dtype}
     with torch.inference_mode():
         ids = torch.randint(100, vocab, (1, args.prefill), generator=gen)
         model(ids)  # warm-up

@@ -305,7 +305,10 @@ impl Decoder {
     }
 
     /// Packs every projection and the output projection for decode's small products
-    /// ([`PackedWeight`]): a serving copy's weights, held twice from then on. Does nothing
+    /// ([`PackedWeight`]): a serving copy's weights, held twice from then on. With bf16
+    /// products on ([`Decoder::use_bf16_products`]) they are packed in bf16 for AMX, which
+    /// then serves every product of the copy, prefill and decode, the output projection's
+    /// too; otherwise in f32 for the AVX-512 kernel's products of a few rows. Does nothing
     /// off the CPU, on a CPU without the fast kernel, or with adapters not merged; a
     /// weight changed afterwards needs packing again.
     pub fn pack_for_decode(&mut self) {
@@ -317,16 +320,24 @@ impl Decoder {
             let v = t.into_data().try_to_vec::<f32>().ok()?;
             Some((v, a, b))
         };
+        let bf16 = self.projections_mut().any(|p| p.bf16);
         for p in self.projections_mut() {
             if p.lora.is_empty()
                 && let Some((w, k, n)) = host(p.weight.val())
             {
-                p.packed = Some(Arc::new(PackedWeight::from_in_out(&w, k, n)));
+                p.packed = Some(Arc::new(PackedWeight::pack_in_out(&w, k, n, bf16)));
             }
         }
         self.packed_head = match &self.lm_head {
-            Some(head) => host(head.val()).map(|(w, k, n)| PackedWeight::from_in_out(&w, k, n)),
-            None => host(self.embed.val()).map(|(w, n, k)| PackedWeight::from_out_in(&w, n, k)),
+            Some(head) => {
+                host(head.val()).map(|(w, k, n)| PackedWeight::pack_in_out(&w, k, n, bf16))
+            }
+            None => host(self.embed.val()).map(|(w, n, k)| {
+                let packed = bf16
+                    .then(|| PackedWeight::bf16_from_out_in(&w, n, k))
+                    .flatten();
+                packed.unwrap_or_else(|| PackedWeight::from_out_in(&w, n, k))
+            }),
         }
         .map(Arc::new);
     }

@@ -7,6 +7,7 @@
 //! AVX-512 makes it pay). Results equal flex's to rounding (the sums run in another order).
 #![allow(unsafe_code)] // SIMD intrinsics; every pointer access is bounds-checked first.
 
+use super::amx::{self, View};
 use rayon::prelude::*;
 
 /// Columns per panel: two AVX-512 registers of f32.
@@ -21,17 +22,25 @@ const MR: usize = 8;
 /// so decode at batch 1 keeps the path it had.
 pub const PACKED_ROWS: std::ops::RangeInclusive<usize> = 2..=64;
 
-/// A `[k, n]` weight packed for [`PackedWeight::matmul`].
+/// A `[k, n]` weight packed for [`PackedWeight::matmul`]: f32 panels for the AVX-512
+/// kernel, or bf16 panels for AMX ([`PackedWeight::bf16_from_in_out`]).
 #[derive(Clone)]
 pub struct PackedWeight {
     k: usize,
     n: usize,
-    panels: Vec<f32>,
+    panels: Panels,
+}
+
+#[derive(Clone)]
+enum Panels {
+    F32(Vec<f32>),
+    Bf16(amx::PackedB),
 }
 
 impl std::fmt::Debug for PackedWeight {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PackedWeight [{}, {}]", self.k, self.n)
+        let kind = if self.is_bf16() { "bf16" } else { "f32" };
+        write!(f, "PackedWeight [{}, {}] {kind}", self.k, self.n)
     }
 }
 
@@ -74,7 +83,45 @@ impl PackedWeight {
                     }
                 }
             });
-        Self { k, n, panels }
+        Self {
+            k,
+            n,
+            panels: Panels::F32(panels),
+        }
+    }
+
+    /// Packs `w`, `[k, n]` row-major, in bf16 for AMX's products ([`amx::matmul_packed`]):
+    /// half the bytes to stream per decode step, and AMX's tiles for the arithmetic.
+    /// `None` where the CPU or OS has no AMX.
+    pub fn bf16_from_in_out(w: &[f32], k: usize, n: usize) -> Option<Self> {
+        assert_eq!(w.len(), k * n, "a [{k}, {n}] weight");
+        Self::bf16(View::row_major(w, n), k, n)
+    }
+
+    /// [`PackedWeight::bf16_from_in_out`] for the transpose of `w`, `[n, k]` row-major.
+    pub fn bf16_from_out_in(w: &[f32], n: usize, k: usize) -> Option<Self> {
+        assert_eq!(w.len(), k * n, "a [{n}, {k}] weight");
+        Self::bf16(View::row_major(w, k).t(), k, n)
+    }
+
+    /// [`PackedWeight::bf16_from_in_out`] where `bf16` asks for it and AMX is there,
+    /// [`PackedWeight::from_in_out`] otherwise.
+    pub fn pack_in_out(w: &[f32], k: usize, n: usize, bf16: bool) -> Self {
+        let packed = bf16.then(|| Self::bf16_from_in_out(w, k, n)).flatten();
+        packed.unwrap_or_else(|| Self::from_in_out(w, k, n))
+    }
+
+    fn bf16(w: View<'_>, k: usize, n: usize) -> Option<Self> {
+        amx::available().then(|| Self {
+            k,
+            n,
+            panels: Panels::Bf16(amx::PackedB::new(w, k, n)),
+        })
+    }
+
+    /// Whether the products run in bf16 on AMX.
+    pub fn is_bf16(&self) -> bool {
+        matches!(self.panels, Panels::Bf16(_))
     }
 
     /// Input width.
@@ -87,10 +134,15 @@ impl PackedWeight {
         self.n
     }
 
-    /// Whether a product with an input of `elements` values (rows × `k`) runs packed
-    /// ([`PACKED_ROWS`]).
+    /// Whether a product with an input of `elements` values (rows × `k`) runs packed:
+    /// [`PACKED_ROWS`] in f32; any number of rows in bf16, where AMX's tiles win at every
+    /// size and the weight is not packed again per call.
     pub fn serves(&self, elements: usize) -> bool {
-        PACKED_ROWS.contains(&(elements / self.k))
+        let rows = elements / self.k;
+        match self.panels {
+            Panels::F32(_) => PACKED_ROWS.contains(&rows),
+            Panels::Bf16(_) => rows >= 1,
+        }
     }
 
     /// `x · W` for `x` of `m` rows (`[m, k]` row-major): `[m, n]` row-major.
@@ -101,6 +153,14 @@ impl PackedWeight {
     fn matmul_with(&self, x: &[f32], m: usize, fast: bool) -> Vec<f32> {
         let (k, n) = (self.k, self.n);
         assert_eq!(x.len(), m * k, "a [{m}, {k}] input");
+        let panels = match &self.panels {
+            Panels::F32(panels) => panels,
+            Panels::Bf16(b) => {
+                let mut out = vec![0.0f32; m * n];
+                amx::matmul_packed(View::row_major(x, k), b, m, &mut out);
+                return out;
+            }
+        };
         // Each panel's result `[m, NR]`, computed on its own, then put in place.
         let mut by_panel = vec![0.0f32; n.div_ceil(NR) * m * NR];
         by_panel
@@ -108,11 +168,10 @@ impl PackedWeight {
             .with_min_len(4)
             .enumerate()
             .for_each(|(p, out)| {
-                let panel = &self.panels[p * k * NR..(p + 1) * k * NR];
+                let panel = &panels[p * k * NR..(p + 1) * k * NR];
                 // The next panel comes from memory while this one is computed: each tile
                 // asks for its share of it ahead of use.
-                let next = self
-                    .panels
+                let next = panels
                     .get((p + 1) * k * NR..(p + 2) * k * NR)
                     .unwrap_or(&[]);
                 let tiles = m.div_ceil(MR);
@@ -306,5 +365,47 @@ pub(super) mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn bf16_packed_products_equal_the_bf16_reference_at_every_shape_edge() {
+        if !amx::available() {
+            assert!(
+                std::env::var("AGENTFLY_REQUIRE_AMX").as_deref() != Ok("1"),
+                "AGENTFLY_REQUIRE_AMX=1 but this CPU or OS has no AMX"
+            );
+            eprintln!("SKIPPED: this CPU or OS has no AMX; bf16 packing cannot serve");
+            assert!(PackedWeight::bf16_from_in_out(&[1.0], 1, 1).is_none());
+            return;
+        }
+        let round = |v: &[f32]| -> Vec<f32> {
+            v.iter().map(|&x| amx::from_bf16(amx::to_bf16(x))).collect()
+        };
+        for &(m, k, n) in &[
+            (1, 5, 3),
+            (1, 576, 100),
+            (8, 64, 32),
+            (9, 33, 65),
+            (17, 7, 31),
+            (32, 576, 96),
+            (70, 100, 130),
+        ] {
+            let (x, w) = (values(m * k, 3), values(k * n, 4));
+            let want = reference(&round(&x), &round(&w), m, k, n);
+            let transposed: Vec<f32> = (0..n * k).map(|i| w[(i % k) * n + i / k]).collect();
+            for packed in [
+                PackedWeight::bf16_from_in_out(&w, k, n).unwrap(),
+                PackedWeight::bf16_from_out_in(&transposed, n, k).unwrap(),
+                PackedWeight::pack_in_out(&w, k, n, true),
+            ] {
+                assert!(packed.is_bf16() && packed.serves(m * k));
+                assert_eq!((packed.k(), packed.n()), (k, n));
+                let got = packed.matmul(&x, m);
+                for (g, e) in got.iter().zip(&want) {
+                    assert!((g - e).abs() <= 1e-4 * (1.0 + e.abs()), "{m}x{k}x{n}");
+                }
+            }
+        }
+        assert!(!PackedWeight::pack_in_out(&[1.0], 1, 1, false).is_bf16());
     }
 }

@@ -77,11 +77,12 @@ impl Projection {
             Tensor::from_data(TensorData::new(values, dims), &device).set_require_grad(grad)
         };
         self.weight = self.weight.clone().map(map);
-        if self.packed.is_some() {
+        if let Some(packed) = &self.packed {
+            let bf16 = packed.is_bf16();
             let w = self.weight.val();
             let [k, n] = w.dims();
             let host = w.into_data().try_to_vec::<f32>().expect("f32 weights");
-            self.packed = Some(Arc::new(PackedWeight::from_in_out(&host, k, n)));
+            self.packed = Some(Arc::new(PackedWeight::pack_in_out(&host, k, n, bf16)));
         }
     }
 }

@@ -51,9 +51,76 @@ pub fn matmul(a: View<'_>, b: View<'_>, m: usize, k: usize, n: usize, c: &mut [f
         c.fill(0.0);
         return;
     }
-    let (m_pad, k_pad, n_pad) = (round_up(m, BLOCK), round_up(k, TK), round_up(n, BLOCK));
+    let packed_b = PackedB::new(b, k, n);
+    run(a, m, &packed_b, c);
+}
+
+/// A right operand `B` (`k × n`) packed once for many products ([`matmul_packed`]): a
+/// weight that serves many decode steps is converted and laid out once, and each step
+/// streams its bf16 panels, half the bytes of the f32 weight.
+#[derive(Clone)]
+pub struct PackedB {
+    k: usize,
+    n: usize,
+    k_pad: usize,
+    data: Vec<u16>,
+}
+
+impl std::fmt::Debug for PackedB {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PackedB [{}, {}] bf16", self.k, self.n)
+    }
+}
+
+impl PackedB {
+    /// Packs `b` (`k × n`, any strides) in bf16. Runs anywhere (the packing has a portable
+    /// path); only the products need AMX.
+    pub fn new(b: View<'_>, k: usize, n: usize) -> Self {
+        b.check(k, n, "B");
+        let (k_pad, n_pad) = (round_up(k.max(1), TK), round_up(n.max(1), BLOCK));
+        Self {
+            k,
+            n,
+            k_pad,
+            data: pack_b(b, k, n, k_pad, n_pad),
+        }
+    }
+
+    /// Rows of `B` (the product's inner width).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Columns of `B` (the product's output width).
+    pub fn n(&self) -> usize {
+        self.n
+    }
+}
+
+/// `C = A · B` (`m × k` times the packed `k × n`) into `c`, row-major `m × n`, in bf16
+/// with f32 sums: [`matmul`] without packing `B` again.
+///
+/// # Panics
+/// If [`available`] is false, or `a` or `c` is too short for its shape.
+pub fn matmul_packed(a: View<'_>, b: &PackedB, m: usize, c: &mut [f32]) {
+    assert!(available(), "AMX bf16 products need a CPU and OS with AMX");
+    assert_eq!(c.len(), m * b.n, "C is m × n");
+    a.check(m, b.k, "A");
+    run(a, m, b, c);
+}
+
+/// The product of the checked operands.
+fn run(a: View<'_>, m: usize, b: &PackedB, c: &mut [f32]) {
+    let (k, n) = (b.k, b.n);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        c.fill(0.0);
+        return;
+    }
+    let (m_pad, k_pad, n_pad) = (round_up(m, BLOCK), b.k_pad, round_up(n, BLOCK));
     let packed_a = pack_a(a, m, k, m_pad, k_pad);
-    let packed_b = pack_b(b, k, n, k_pad, n_pad);
     let (row_blocks, panels) = (m_pad / BLOCK, n_pad / BLOCK);
     // Tasks: groups of row blocks × groups of panels, enough for every thread.
     let row_groups = row_blocks.div_ceil(ROW_BLOCKS_PER_TASK);
@@ -65,7 +132,7 @@ pub fn matmul(a: View<'_>, b: View<'_>, m: usize, k: usize, n: usize, c: &mut [f
     let panel_groups = panels.div_ceil(panels_per_group);
     let job = Job {
         a: &packed_a,
-        b: &packed_b,
+        b: &b.data,
         k_pad,
         m,
         n,
@@ -77,8 +144,8 @@ pub fn matmul(a: View<'_>, b: View<'_>, m: usize, k: usize, n: usize, c: &mut [f
             let (rg, pg) = (task / panel_groups, task % panel_groups);
             let blocks = rg * ROW_BLOCKS_PER_TASK..((rg + 1) * ROW_BLOCKS_PER_TASK).min(row_blocks);
             let cols = pg * panels_per_group..((pg + 1) * panels_per_group).min(panels);
-            // SAFETY: AMX is available (asserted above); tasks write disjoint blocks of `c`,
-            // which lives until the parallel loop returns.
+            // SAFETY: AMX is available (asserted by the callers); tasks write disjoint
+            // blocks of `c`, which lives until the parallel loop returns.
             unsafe { job.run(blocks, cols) };
         });
 }
@@ -122,8 +189,11 @@ impl Job<'_> {
         use std::arch::asm;
         let cfg = TileConfig::new();
         let k_steps = self.k_pad / TK;
-        let chunks = k_steps.div_ceil(K_CHUNK);
         let (row_blocks, cols) = (blocks.len(), panels.len());
+        // One row block (decode's few rows) passes each panel once: all of `K` in one
+        // chunk streams the panel from memory in order, and the sums stay in tiles.
+        let chunk_steps = if row_blocks == 1 { k_steps } else { K_CHUNK };
+        let chunks = k_steps.div_ceil(chunk_steps);
         let mut acc = vec![0f32; row_blocks * cols * BLOCK * BLOCK];
         let a_stride = self.k_pad * 2; // bytes between rows of packed A
         let b_stride = 2 * BLOCK * 2; // bytes between pair-rows of a panel
@@ -135,7 +205,7 @@ impl Job<'_> {
         unsafe {
             asm!("ldtilecfg [{}]", in(reg) cfg.0.as_ptr(), options(nostack, readonly));
             for chunk in 0..chunks {
-                let steps = chunk * K_CHUNK..((chunk + 1) * K_CHUNK).min(k_steps);
+                let steps = chunk * chunk_steps..((chunk + 1) * chunk_steps).min(k_steps);
                 for (p, panel) in panels.clone().enumerate() {
                     let b_panel = self.b.as_ptr().add(panel * self.k_pad * BLOCK);
                     for (r, block) in blocks.clone().enumerate() {
