@@ -4,6 +4,7 @@
 //! not). Reference: transformers' `modeling_llama.py` / `modeling_qwen2.py`.
 
 use super::attention::causal_attention;
+use super::decode_attention::{self, prefix_lengths, stacked};
 use super::packed::PackedWeight;
 use super::projection::{Projection, packed_product};
 use super::{KvCache, ModelConfig, Rope};
@@ -487,12 +488,21 @@ impl Attention {
         let out = match mask {
             // With an explicit mask, the query heads sharing a key/value head are stacked
             // as extra query rows, so keys and values are never copied per head.
+            Some(mask) if len == 1 && decode_attention::serves(&q.device()) => {
+                let q = q.reshape([batch, self.kv_heads, group, hd]);
+                match prefix_lengths(&mask) {
+                    // A decode step: each row sees a prefix of its slot's keys.
+                    Some(lengths) => decode_attention::attend(q, k, v, lengths),
+                    None => {
+                        let mask = stacked(mask, self.kv_heads, group);
+                        attention(q, k, v, Some(mask), None, options(false))
+                    }
+                }
+                .reshape([batch, self.heads, len, hd])
+            }
             Some(mask) => {
                 let q = q.reshape([batch, self.kv_heads, group * len, hd]);
-                let mask = mask
-                    .unsqueeze_dim::<5>(2)
-                    .expand([batch, self.kv_heads, group, len, keys])
-                    .reshape([batch, self.kv_heads, group * len, keys]);
+                let mask = stacked(mask, self.kv_heads, group);
                 attention(q, k, v, Some(mask), None, options(false))
                     .reshape([batch, self.heads, len, hd])
             }

@@ -5,6 +5,7 @@ mod attention;
 pub mod bf16;
 mod cache;
 mod config;
+mod decode_attention;
 mod decoder;
 mod lora;
 mod packed;
