@@ -333,12 +333,9 @@ impl Decoder {
             Some(head) => {
                 host(head.val()).map(|(w, k, n)| PackedWeight::pack_in_out(&w, k, n, bf16))
             }
-            None => host(self.embed.val()).map(|(w, n, k)| {
-                let packed = bf16
-                    .then(|| PackedWeight::bf16_from_out_in(&w, n, k))
-                    .flatten();
-                packed.unwrap_or_else(|| PackedWeight::from_out_in(&w, n, k))
-            }),
+            None => {
+                host(self.embed.val()).map(|(w, n, k)| PackedWeight::pack_out_in(&w, n, k, bf16))
+            }
         }
         .map(Arc::new);
     }
@@ -488,10 +485,11 @@ impl Attention {
         let out = match mask {
             // With an explicit mask, the query heads sharing a key/value head are stacked
             // as extra query rows, so keys and values are never copied per head.
-            Some(mask) if len == 1 && decode_attention::serves(&q.device()) => {
-                let q = q.reshape([batch, self.kv_heads, group, hd]);
-                match prefix_lengths(&mask) {
-                    // A decode step: each row sees a prefix of its slot's keys.
+            Some(mask) => {
+                // A decode step on the CPU: each row sees a prefix of its slot's keys.
+                let decode = len == 1 && decode_attention::serves(&q.device());
+                let q = q.reshape([batch, self.kv_heads, group * len, hd]);
+                match decode.then(|| prefix_lengths(&mask)).flatten() {
                     Some(lengths) => decode_attention::attend(q, k, v, lengths),
                     None => {
                         let mask = stacked(mask, self.kv_heads, group);
@@ -499,12 +497,6 @@ impl Attention {
                     }
                 }
                 .reshape([batch, self.heads, len, hd])
-            }
-            Some(mask) => {
-                let q = q.reshape([batch, self.kv_heads, group * len, hd]);
-                let mask = stacked(mask, self.kv_heads, group);
-                attention(q, k, v, Some(mask), None, options(false))
-                    .reshape([batch, self.heads, len, hd])
             }
             // The plain causal pass (scoring, training).
             None if len > 1 && keys == len => causal_attention(q, k, v, group, 0),

@@ -111,6 +111,12 @@ impl PackedWeight {
         packed.unwrap_or_else(|| Self::from_in_out(w, k, n))
     }
 
+    /// [`PackedWeight::pack_in_out`] for the transpose of `w`, `[n, k]` row-major.
+    pub fn pack_out_in(w: &[f32], n: usize, k: usize, bf16: bool) -> Self {
+        let packed = bf16.then(|| Self::bf16_from_out_in(w, n, k)).flatten();
+        packed.unwrap_or_else(|| Self::from_out_in(w, n, k))
+    }
+
     fn bf16(w: View<'_>, k: usize, n: usize) -> Option<Self> {
         amx::available().then(|| Self {
             k,
@@ -369,12 +375,7 @@ pub(super) mod tests {
 
     #[test]
     fn bf16_packed_products_equal_the_bf16_reference_at_every_shape_edge() {
-        if !amx::available() {
-            assert!(
-                std::env::var("AGENTFLY_REQUIRE_AMX").as_deref() != Ok("1"),
-                "AGENTFLY_REQUIRE_AMX=1 but this CPU or OS has no AMX"
-            );
-            eprintln!("SKIPPED: this CPU or OS has no AMX; bf16 packing cannot serve");
+        if !amx::tests::available_or_skip("bf16 packing cannot serve") {
             assert!(PackedWeight::bf16_from_in_out(&[1.0], 1, 1).is_none());
             return;
         }
@@ -397,6 +398,7 @@ pub(super) mod tests {
                 PackedWeight::bf16_from_in_out(&w, k, n).unwrap(),
                 PackedWeight::bf16_from_out_in(&transposed, n, k).unwrap(),
                 PackedWeight::pack_in_out(&w, k, n, true),
+                PackedWeight::pack_out_in(&transposed, n, k, true),
             ] {
                 assert!(packed.is_bf16() && packed.serves(m * k));
                 assert_eq!((packed.k(), packed.n()), (k, n));
@@ -407,5 +409,6 @@ pub(super) mod tests {
             }
         }
         assert!(!PackedWeight::pack_in_out(&[1.0], 1, 1, false).is_bf16());
+        assert!(!PackedWeight::pack_out_in(&[1.0], 1, 1, false).is_bf16());
     }
 }

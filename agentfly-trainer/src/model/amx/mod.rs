@@ -306,7 +306,7 @@ impl Job<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::model::packed::tests::values;
 
@@ -327,6 +327,20 @@ mod tests {
         c
     }
 
+    /// Whether AMX is here; where not, says the test skips (`what` it cannot check), and
+    /// fails instead with `AGENTFLY_REQUIRE_AMX=1`.
+    pub(in crate::model) fn available_or_skip(what: &str) -> bool {
+        if available() {
+            return true;
+        }
+        assert!(
+            std::env::var("AGENTFLY_REQUIRE_AMX").as_deref() != Ok("1"),
+            "AGENTFLY_REQUIRE_AMX=1 but this CPU or OS has no AMX"
+        );
+        eprintln!("SKIPPED: this CPU or OS has no AMX; {what}");
+        false
+    }
+
     #[test]
     fn bf16_rounds_to_nearest_even() {
         assert_eq!(from_bf16(to_bf16(1.0)), 1.0);
@@ -340,12 +354,7 @@ mod tests {
 
     #[test]
     fn products_equal_the_bf16_reference_at_every_shape_edge_and_transpose() {
-        if !available() {
-            assert!(
-                std::env::var("AGENTFLY_REQUIRE_AMX").as_deref() != Ok("1"),
-                "AGENTFLY_REQUIRE_AMX=1 but this CPU or OS has no AMX"
-            );
-            eprintln!("SKIPPED: this CPU or OS has no AMX; the bf16 kernel cannot run");
+        if !available_or_skip("the bf16 kernel cannot run") {
             return;
         }
         for &(m, k, n) in &[
