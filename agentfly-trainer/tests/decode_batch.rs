@@ -128,3 +128,61 @@ fn sequences_join_into_freed_slots_and_the_batch_compacts_without_changing_any_o
         }
     }
 }
+
+#[test]
+fn next_turns_of_many_chains_are_prefilled_together_and_generate_what_they_generate_alone() {
+    let model = Pretrained::load(common::fixtures().join("tiny-qwen2"), &common::device()).unwrap();
+    let mut batch = DecodeBatch::with_prefix_cache(8192);
+    // Six chains' first turns, contexts of different lengths (16 tokens at least: the
+    // prefix cache keeps nothing shorter).
+    let first: Vec<(usize, SequenceSpec)> = (0..6)
+        .map(|i| {
+            (
+                i,
+                spec(context(16 + 7 * i, i as u32), 3 + i, 200 + i as u64),
+            )
+        })
+        .collect();
+    let prompts: Vec<Vec<u32>> = first.iter().map(|(_, s)| s.prompt.clone()).collect();
+    let mut done: BTreeMap<usize, Generation> = BTreeMap::new();
+    done.extend(batch.admit(&model, first));
+    while !batch.is_empty() {
+        done.extend(batch.step(&model, None));
+    }
+    // Their next turns: each context, its output and an observation of its own length
+    // (1 to 26 tokens: some groups padded, some not), admitted at once.
+    let hits_before = batch.prefix_stats().0;
+    let mut want = BTreeMap::new();
+    let mut next = Vec::new();
+    for (i, prompt) in prompts.iter().enumerate() {
+        let mut turn = prompt.clone();
+        let out = &done[&i].new_ids;
+        turn.extend_from_slice(&out[..out.len() - 1]);
+        turn.extend(observation(i));
+        want.insert(10 + i, alone(&model, &turn, 9, 300 + i as u64));
+        next.push((10 + i, spec(turn, 9, 300 + i as u64)));
+    }
+    let mut got: BTreeMap<usize, Generation> = batch.admit(&model, next).into_iter().collect();
+    assert_eq!(
+        batch.prefix_stats().0 - hits_before,
+        6,
+        "every next turn found its prefix"
+    );
+    assert_eq!(batch.len(), 6);
+    while !batch.is_empty() {
+        got.extend(batch.step(&model, None));
+    }
+    for (key, want) in &want {
+        let got = &got[key];
+        assert_eq!(got.new_ids, want.new_ids, "sequence {key}");
+        for (a, b) in got.logprobs.iter().zip(&want.logprobs) {
+            assert!((a - b).abs() < 1e-4, "sequence {key}: logprob {a} vs {b}");
+        }
+    }
+}
+
+/// Chain `i`'s observation: `[1, 2, 3, 26, 5, 26]` tokens long.
+fn observation(i: usize) -> Vec<u32> {
+    let len = [1, 2, 3, 26, 5, 26][i];
+    context(len, 50 + i as u32)
+}

@@ -5,7 +5,7 @@
 //! Identical prompts (the n chains of one sample) are prefilled once and their cache rows
 //! copied.
 
-use super::prefill::{bool_tensor, int_tensor, prefill, prefill_after};
+use super::prefill::{After, bool_tensor, int_tensor, prefill, prefill_after};
 use super::prefix::PrefixCache;
 use super::sampling::{hits_stop_string, sample_rows};
 use super::{Sampler, SamplingParams};
@@ -261,12 +261,24 @@ impl<K> DecodeBatch<K> {
             }
             self.merge(misses, &cache, &pads, logits);
         }
-        for (row, (past, known)) in hits {
-            let (cache, logits) = prefill_after(model, past, &row.prompt[known..], known);
+        for group in padding_groups(hits) {
+            let after = group
+                .iter()
+                .map(|(row, (past, known))| After {
+                    past: past.clone(),
+                    start: *known,
+                    tokens: &row.prompt[*known..],
+                })
+                .collect();
+            let (cache, logits) = prefill_after(model, after);
+            let rows: Vec<Row<K>> = group.into_iter().map(|(row, _)| row).collect();
             if let Some(prefix) = &mut self.prefix {
-                prefix.insert(row.prompt.clone(), cache.clone());
+                for (i, row) in rows.iter().enumerate() {
+                    prefix.insert(row.prompt.clone(), cache.row(i, 0, row.prompt.len()));
+                }
             }
-            self.merge(vec![row], &cache, &[0], logits);
+            let pads = vec![0; rows.len()];
+            self.merge(rows, &cache, &pads, logits);
         }
         done
     }
@@ -481,6 +493,35 @@ impl<K> DecodeBatch<K> {
         debug_assert_eq!(tokens.len(), row.next_pos);
         prefix.insert(tokens, self.cache.row(slot, 0, row.next_pos));
     }
+}
+
+/// A sequence whose context starts with a cached prefix: the prefix's keys and values, and
+/// its length.
+type Hit<K> = (Row<K>, (KvCache, usize));
+
+/// The contexts found in the prefix cache, in groups prefilled together: sorted by the
+/// tokens left to prefill, a group ends where padding its rows to the next one's length
+/// would pad more than a third of its tokens (prefilling them one by one left one of the
+/// two cores idle on products of ~100 rows).
+fn padding_groups<R>(mut hits: Vec<Hit<R>>) -> Vec<Vec<Hit<R>>> {
+    let left = |(row, (_, known)): &Hit<R>| row.prompt.len() - known;
+    hits.sort_by_key(left);
+    let mut groups: Vec<Vec<_>> = Vec::new();
+    let mut tokens = 0;
+    for hit in hits {
+        let n = left(&hit);
+        match groups.last_mut() {
+            Some(group) if 3 * (group.len() + 1) * n <= 4 * (tokens + n) => {
+                tokens += n;
+                group.push(hit);
+            }
+            _ => {
+                tokens = n;
+                groups.push(vec![hit]);
+            }
+        }
+    }
+    groups
 }
 
 /// Generates a continuation of every prompt. `tokenizer` is needed only for

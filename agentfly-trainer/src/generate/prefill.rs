@@ -1,5 +1,5 @@
-//! Prefilling: prompts of different lengths left-padded into one pass, and a context
-//! after a cached prefix of it.
+//! Prefilling: prompts of different lengths left-padded into one pass, and contexts
+//! after cached prefixes of them, right-padded into one pass.
 
 use crate::Pretrained;
 use crate::model::{ForwardInput, KvCache};
@@ -75,37 +75,61 @@ pub(super) fn prefill(model: &Pretrained, prompts: &[&[u32]]) -> (KvCache, Tenso
     (cache, logits, len)
 }
 
-/// Prefills `tokens` after a cached `past` of `start` positions (one row, no padding):
-/// returns the row's whole cache and the logits of its last position.
-pub(super) fn prefill_after(
-    model: &Pretrained,
-    mut past: KvCache,
-    tokens: &[u32],
-    start: usize,
-) -> (KvCache, Tensor<2>) {
+/// A context to prefill after a cached prefix of it: the prefix's keys and values (one
+/// aligned row of `start` positions) and the tokens after it.
+pub(super) struct After<'a> {
+    /// The cached prefix's keys and values.
+    pub past: KvCache,
+    /// Its length.
+    pub start: usize,
+    /// The context's tokens after it (at least one).
+    pub tokens: &'a [u32],
+}
+
+/// Prefills each context of `rows` after its cached prefix, all in one pass: row `i` of
+/// the returned (ragged) cache holds context `i` at positions `0..start + tokens.len()`
+/// (past that, the padding's keys), and row `i` of the logits its last position's. The
+/// rows' tokens are right-padded to the longest; a padding query sees its row's keys up to
+/// itself, and its output is never read.
+pub(super) fn prefill_after(model: &Pretrained, rows: Vec<After<'_>>) -> (KvCache, Tensor<2>) {
     let device = model.decoder.embed.val().device();
-    let len = tokens.len();
-    let keys = start + len;
-    let mask: Vec<bool> = (0..len)
-        .flat_map(|q| (0..keys).map(move |k| k > start + q))
-        .collect();
+    let n = rows.len();
+    let len = rows.iter().map(|r| r.tokens.len()).max().unwrap_or(1);
+    let starts: Vec<usize> = rows.iter().map(|r| r.start).collect();
+    let tokens: Vec<&[u32]> = rows.iter().map(|r| r.tokens).collect();
+    let keys = starts.iter().max().copied().unwrap_or(0) + len;
+    let mut cache = KvCache::stack_rows(rows.into_iter().map(|r| (r.past, r.start)), keys);
+    let keys = cache.capacity();
+    let last = model.config.max_position_embeddings.saturating_sub(1);
+    let mut ids = Vec::with_capacity(n * len);
+    let mut positions = Vec::with_capacity(n * len);
+    let mut mask = Vec::with_capacity(n * len * keys);
+    let mut ends = Vec::with_capacity(n);
+    for (i, (&start, tokens)) in starts.iter().zip(tokens).enumerate() {
+        ids.extend((0..len).map(|j| tokens.get(j).map_or(0, |&t| i64::from(t))));
+        // A padding query's position only rotates its own (unread) key and query.
+        positions.extend((start..start + len).map(|p| p.min(last) as i64));
+        for q in 0..len {
+            mask.extend((0..keys).map(|k| k > start + q));
+        }
+        ends.push((i * len + tokens.len() - 1) as i64);
+    }
+    cache.write_at(starts);
     let hidden = model.decoder.hidden(
         ForwardInput {
-            ids: int_tensor(
-                tokens.iter().map(|&t| i64::from(t)).collect(),
-                [1, len],
-                &device,
-            ),
-            positions: int_tensor((start..keys).map(|p| p as i64).collect(), [1, len], &device),
-            mask: Some(bool_tensor(mask, [1, 1, len, keys], &device)),
+            ids: int_tensor(ids, [n, len], &device),
+            positions: int_tensor(positions, [n, len], &device),
+            mask: Some(bool_tensor(mask, [n, 1, len, keys], &device)),
         },
         &model.rope,
-        Some(&mut past),
+        Some(&mut cache),
     );
+    let width = hidden.dims()[2];
+    let last_rows = hidden
+        .reshape([n * len, width])
+        .select(0, int_tensor(ends, [n], &device))
+        .reshape([n, 1, width]);
     let vocab = model.config.vocab_size;
-    let logits = model
-        .decoder
-        .logits(hidden.narrow(1, len - 1, 1))
-        .reshape([1, vocab]);
-    (past, logits)
+    let logits = model.decoder.logits(last_rows).reshape([n, vocab]);
+    (cache, logits)
 }

@@ -11,9 +11,9 @@
 //! - **aligned** (prefill, and the contexts the prefix cache keeps): every row has cached
 //!   the same count of positions ([`len`](KvCache::len)), shorter rows left-padded, and a
 //!   pass appends after them;
-//! - **ragged** (the decode batch): each row is a slot holding its own sequence from
-//!   position 0, and a decode pass writes each row's token at its own position
-//!   ([`write_at`](KvCache::write_at)). A sequence joins by copying its own cache into a
+//! - **ragged** (the decode batch, and the contexts prefilled together after their cached
+//!   prefixes): each row is a slot holding its own sequence from position 0, and a pass
+//!   writes each row's tokens from its own position on ([`write_at`](KvCache::write_at)). A sequence joins by copying its own cache into a
 //!   free slot ([`write_row`](KvCache::write_row)) and leaves by freeing it, so neither
 //!   copies the other rows; nor does a longer sequence joining move anyone.
 
@@ -30,7 +30,7 @@ pub struct KvCache {
     /// Aligned: positions cached in every layer (the first layer's count while a pass is
     /// under way).
     lens: Vec<usize>,
-    /// Ragged: where the next pass writes each row's one position.
+    /// Ragged: where the next pass writes each row's first position.
     write_at: Option<Vec<usize>>,
 }
 
@@ -82,12 +82,42 @@ impl KvCache {
         self.layers.iter().flatten().map(|(k, _)| k).next()
     }
 
-    /// Ragged: the next pass writes row `r`'s single position at `positions[r]` (every
-    /// position below the [`capacity`](Self::capacity); see [`reserve`](Self::reserve)),
-    /// and attention reads every position of the buffers, the caller masking those each
-    /// row must not see.
+    /// Ragged: the next pass writes row `r`'s positions from `positions[r]` on (all of
+    /// them below the [`capacity`](Self::capacity); see [`reserve`](Self::reserve)), and
+    /// attention reads every position of the buffers, the caller masking those each row
+    /// must not see.
     pub fn write_at(&mut self, positions: Vec<usize>) {
         self.write_at = Some(positions);
+    }
+
+    /// Ragged: a cache whose row `i` holds the first `len` positions of the `i`-th
+    /// (aligned, one-row) cache of `rows`, with room for at least `positions` positions
+    /// (the rest zero). Each row is copied once.
+    pub fn stack_rows(rows: impl IntoIterator<Item = (KvCache, usize)>, positions: usize) -> Self {
+        let rows: Vec<(KvCache, usize)> = rows.into_iter().collect();
+        let layers = rows.first().map_or(0, |(c, _)| c.layers.len());
+        let capacity = room_for(positions);
+        let mut stacked = Self::new(layers);
+        for layer in 0..layers {
+            let mut buffers: Option<(Tensor<4>, Tensor<4>)> = None;
+            for (r, (row, len)) in rows.iter().enumerate() {
+                let (k, v) = row.layers[layer]
+                    .as_ref()
+                    .expect("a cached prefix has every layer");
+                let [_, heads, _, dim] = k.dims();
+                let (sk, sv) = buffers.take().unwrap_or_else(|| {
+                    let zeros = Tensor::zeros([rows.len(), heads, capacity, dim], &k.device());
+                    (zeros.clone(), zeros)
+                });
+                let to = [r..r + 1, 0..heads, 0..*len, 0..dim];
+                buffers = Some((
+                    sk.slice_assign(to.clone(), k.clone().narrow(2, 0, *len)),
+                    sv.slice_assign(to, v.clone().narrow(2, 0, *len)),
+                ));
+            }
+            stacked.layers[layer] = buffers;
+        }
+        stacked
     }
 
     /// Grows every layer's buffers to hold at least `positions` positions.
@@ -117,13 +147,17 @@ impl KvCache {
             let (mut pk, mut pv) = self.layers[layer]
                 .take()
                 .expect("a ragged pass writes into existing buffers");
-            assert_eq!((n, batch, at.len()), (1, pk.dims()[0], batch));
+            let capacity = pk.dims()[2];
+            assert_eq!((batch, at.len()), (pk.dims()[0], batch));
+            assert!(
+                at.iter().all(|&p| p + n <= capacity),
+                "room for every row's pass"
+            );
             for (r, &p) in at.iter().enumerate() {
-                let to = [r..r + 1, 0..heads, p..p + 1, 0..dim];
+                let to = [r..r + 1, 0..heads, p..p + n, 0..dim];
                 pk = pk.slice_assign(to.clone(), k.clone().narrow(0, r, 1));
                 pv = pv.slice_assign(to, v.clone().narrow(0, r, 1));
             }
-            let capacity = pk.dims()[2];
             self.layers[layer] = Some((pk.clone(), pv.clone()));
             if layer + 1 == self.layers.len() {
                 self.write_at = None;
