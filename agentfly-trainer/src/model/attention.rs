@@ -2,6 +2,7 @@
 //! rows at a time, optionally after keys and values that every query row sees (a prefix
 //! shared by the batch's rows, [`super::Decoder::hidden_after_prefix`]).
 
+use super::fused_attention;
 use burn::tensor::activation::softmax;
 use burn::tensor::{Tensor, TensorData};
 
@@ -17,7 +18,24 @@ const ATTENTION_BLOCK: usize = 128;
 /// this halves the largest tensors of a training step (scores and probabilities, kept for
 /// the backward pass) and the passes over them. The query heads that share a key/value
 /// head are stacked as query rows, so keys and values are never copied per head.
+///
+/// On the CPU, [`super::fused_attention`] does the same as one operation with its own
+/// backward pass; these blocks of Burn operations serve the other backends.
 pub(super) fn causal_attention(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    group: usize,
+    prefix: usize,
+) -> Tensor<4> {
+    if fused_attention::serves(&q.device()) {
+        return fused_attention::causal(q, k, v, group, prefix);
+    }
+    blocked(q, k, v, group, prefix)
+}
+
+/// [`causal_attention`] in blocks of Burn operations.
+pub(super) fn blocked(
     q: Tensor<4>,
     k: Tensor<4>,
     v: Tensor<4>,
