@@ -556,6 +556,9 @@ impl Block {
 impl Mlp {
     fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         let both = self.gate_up.forward(x);
+        if super::swiglu::serves(&both.device()) {
+            return self.down.forward(super::swiglu::swiglu(both));
+        }
         let gate = both.clone().narrow(2, 0, self.intermediate);
         let up = both.narrow(2, self.intermediate, self.intermediate);
         self.down.forward(silu(gate) * up)

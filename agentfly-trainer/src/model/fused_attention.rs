@@ -131,7 +131,8 @@ impl Backward<Flex, 3> for FusedAttentionBackward {
     }
 }
 
-fn contiguous(t: FlexTensor) -> FlexTensor {
+/// `t`, or a contiguous copy of it where it is a strided view.
+pub(super) fn contiguous(t: FlexTensor) -> FlexTensor {
     if t.is_contiguous() && t.layout().start_offset() == 0 {
         t
     } else {
@@ -541,7 +542,7 @@ fn exp_shifted_any(row: &mut [f32], shift: f32) -> f32 {
 /// loops over it vectorise: `x = n ln 2 + r`, `eʳ` by Cephes' polynomial, `2ⁿ` from the
 /// exponent bits.
 #[inline(always)]
-fn exp(x: f32) -> f32 {
+pub(super) fn exp(x: f32) -> f32 {
     const ROUND: f32 = 12_582_912.0; // 1.5 × 2²³: adding it rounds to an integer.
     let x = x.clamp(-87.0, 88.0);
     let t = x * std::f32::consts::LOG2_E + ROUND;

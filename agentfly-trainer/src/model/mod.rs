@@ -13,6 +13,7 @@ mod packed;
 mod projection;
 mod rope;
 mod shared_prefix;
+mod swiglu;
 
 pub use cache::KvCache;
 pub use config::{Family, ModelConfig};
