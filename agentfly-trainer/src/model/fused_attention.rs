@@ -223,6 +223,37 @@ unsafe fn product(
     }
 }
 
+/// `dst (rows × d) = scale · p (rows × seen) · m (seen × d)`, every matrix row-major: a
+/// block's probabilities (or their gradient) times the values (or keys) they weigh.
+///
+/// # Safety
+/// As [`product`].
+unsafe fn weigh(
+    rows: usize,
+    seen: usize,
+    d: usize,
+    dst: &mut [f32],
+    p: &[f32],
+    m: &[f32],
+    scale: f32,
+) {
+    debug_assert!(dst.len() >= rows * d && p.len() >= rows * seen && m.len() >= seen * d);
+    // SAFETY: the caller's.
+    unsafe {
+        product(
+            rows,
+            d,
+            seen,
+            dst.as_mut_ptr(),
+            d,
+            false,
+            row_major(p.as_ptr(), seen),
+            row_major(m.as_ptr(), d),
+            scale,
+        );
+    }
+}
+
 impl Operands {
     fn new(q: FlexTensor, k: FlexTensor, v: FlexTensor, group: usize, prefix: usize) -> Self {
         let (q, k, v) = (contiguous(q), contiguous(k), contiguous(v));
@@ -332,19 +363,7 @@ impl Operands {
                     let seen = self.probabilities(pair, start, rows, &mut scores, lse, false);
                     // SAFETY: `rows × seen` probabilities, `seen` values and `rows` output
                     // rows of `d` lie in their buffers.
-                    unsafe {
-                        product(
-                            rows,
-                            d,
-                            seen,
-                            out[start * d..].as_mut_ptr(),
-                            d,
-                            false,
-                            row_major(scores.as_ptr(), seen),
-                            row_major(v.as_ptr(), d),
-                            1.0,
-                        );
-                    }
+                    unsafe { weigh(rows, seen, d, &mut out[start * d..], &scores, v, 1.0) };
                 }
             });
         (out, lse)
@@ -433,17 +452,7 @@ impl Operands {
                     }
                     unsafe {
                         // dQ = dS · K / √d
-                        product(
-                            rows,
-                            d,
-                            seen,
-                            dq[start * d..].as_mut_ptr(),
-                            d,
-                            false,
-                            row_major(dprobs.as_ptr(), seen),
-                            row_major(k.as_ptr(), d),
-                            scale,
-                        );
+                        weigh(rows, seen, d, &mut dq[start * d..], &dprobs, k, scale);
                         // dK += dSᵀ · Q / √d
                         product(
                             seen,
