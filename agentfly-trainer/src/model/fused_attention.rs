@@ -13,6 +13,7 @@
 
 #![allow(unsafe_code)] // The gemm crate's products take raw pointers.
 
+use super::vector::{contiguous, exp_shifted};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
@@ -131,15 +132,6 @@ impl Backward<Flex, 3> for FusedAttentionBackward {
     }
 }
 
-/// `t`, or a contiguous copy of it where it is a strided view.
-pub(super) fn contiguous(t: FlexTensor) -> FlexTensor {
-    if t.is_contiguous() && t.layout().start_offset() == 0 {
-        t
-    } else {
-        t.to_contiguous()
-    }
-}
-
 /// The three operands, contiguous, and their shape.
 #[derive(Debug, Clone)]
 struct Operands {
@@ -223,31 +215,44 @@ unsafe fn product(
     }
 }
 
-/// `dst (rows × d) = scale · p (rows × seen) · m (seen × d)`, every matrix row-major: a
-/// block's probabilities (or their gradient) times the values (or keys) they weigh.
+/// `dst = scale · p · m`, or `dst += scale · pᵀ · m` when `transpose`: `p` is a block's
+/// `rows × seen` probabilities (or their gradient), `m` values, keys, queries or output
+/// gradients (`seen × d`, or `rows × d` when transposed), every matrix row-major.
 ///
 /// # Safety
 /// As [`product`].
+#[allow(clippy::too_many_arguments)]
 unsafe fn weigh(
     rows: usize,
     seen: usize,
     d: usize,
+    transpose: bool,
     dst: &mut [f32],
     p: &[f32],
     m: &[f32],
     scale: f32,
 ) {
-    debug_assert!(dst.len() >= rows * d && p.len() >= rows * seen && m.len() >= seen * d);
+    let (n, inner) = if transpose {
+        (seen, rows)
+    } else {
+        (rows, seen)
+    };
+    debug_assert!(dst.len() >= n * d && p.len() >= rows * seen && m.len() >= inner * d);
+    let p = if transpose {
+        transposed(p.as_ptr(), seen)
+    } else {
+        row_major(p.as_ptr(), seen)
+    };
     // SAFETY: the caller's.
     unsafe {
         product(
-            rows,
+            n,
             d,
-            seen,
+            inner,
             dst.as_mut_ptr(),
             d,
-            false,
-            row_major(p.as_ptr(), seen),
+            transpose,
+            p,
             row_major(m.as_ptr(), d),
             scale,
         );
@@ -363,7 +368,7 @@ impl Operands {
                     let seen = self.probabilities(pair, start, rows, &mut scores, lse, false);
                     // SAFETY: `rows × seen` probabilities, `seen` values and `rows` output
                     // rows of `d` lie in their buffers.
-                    unsafe { weigh(rows, seen, d, &mut out[start * d..], &scores, v, 1.0) };
+                    unsafe { weigh(rows, seen, d, false, &mut out[start * d..], &scores, v, 1.0) };
                 }
             });
         (out, lse)
@@ -421,17 +426,7 @@ impl Operands {
                     // destinations are this task's own.
                     unsafe {
                         // dV += Pᵀ · dO
-                        product(
-                            seen,
-                            d,
-                            rows,
-                            dv.as_mut_ptr(),
-                            d,
-                            true,
-                            transposed(probs.as_ptr(), seen),
-                            row_major(gb.as_ptr(), d),
-                            1.0,
-                        );
+                        weigh(rows, seen, d, true, dv, &probs, gb, 1.0);
                         // dP = dO · Vᵀ
                         product(
                             rows,
@@ -452,19 +447,18 @@ impl Operands {
                     }
                     unsafe {
                         // dQ = dS · K / √d
-                        weigh(rows, seen, d, &mut dq[start * d..], &dprobs, k, scale);
-                        // dK += dSᵀ · Q / √d
-                        product(
+                        weigh(
+                            rows,
                             seen,
                             d,
-                            rows,
-                            dk.as_mut_ptr(),
-                            d,
-                            true,
-                            transposed(dprobs.as_ptr(), seen),
-                            row_major(qb.as_ptr(), d),
+                            false,
+                            &mut dq[start * d..],
+                            &dprobs,
+                            k,
                             scale,
                         );
+                        // dK += dSᵀ · Q / √d
+                        weigh(rows, seen, d, true, dk, &dprobs, qb, scale);
                     }
                 }
             });
@@ -507,65 +501,6 @@ fn softmax_backward(p: &[f32], dp: &mut [f32], dot: f32) {
     dp.iter_mut().zip(p).for_each(|(g, p)| *g = p * (*g - dot));
 }
 
-/// `x ← exp(x − shift)` for every `x` of `row` (`x − shift` at most ~0); returns the sum.
-/// With AVX-512 where the CPU has it.
-fn exp_shifted(row: &mut [f32], shift: f32) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the CPU has AVX-512F.
-        return unsafe { exp_shifted_avx512(row, shift) };
-    }
-    exp_shifted_any(row, shift)
-}
-
-/// [`exp_shifted`] compiled for AVX-512.
-///
-/// # Safety
-/// The CPU has AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn exp_shifted_avx512(row: &mut [f32], shift: f32) -> f32 {
-    exp_shifted_any(row, shift)
-}
-
-#[inline(always)]
-fn exp_shifted_any(row: &mut [f32], shift: f32) -> f32 {
-    let mut lanes = [0f32; 16];
-    let mut chunks = row.chunks_exact_mut(16);
-    for chunk in &mut chunks {
-        for i in 0..16 {
-            let e = exp(chunk[i] - shift);
-            chunk[i] = e;
-            lanes[i] += e;
-        }
-    }
-    let mut sum: f32 = lanes.iter().sum();
-    for x in chunks.into_remainder() {
-        *x = exp(*x - shift);
-        sum += *x;
-    }
-    sum
-}
-
-/// `eˣ` within ~2 ulp for `x ≤ 88` (below −87 it flushes to ~1e-38), branch-free so that
-/// loops over it vectorise: `x = n ln 2 + r`, `eʳ` by Cephes' polynomial, `2ⁿ` from the
-/// exponent bits.
-#[inline(always)]
-pub(super) fn exp(x: f32) -> f32 {
-    const ROUND: f32 = 12_582_912.0; // 1.5 × 2²³: adding it rounds to an integer.
-    let x = x.clamp(-87.0, 88.0);
-    let t = x * std::f32::consts::LOG2_E + ROUND;
-    let n = t - ROUND;
-    let r = x - n * 0.693_359_4 - n * -2.121_944_4e-4;
-    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
-        + 0.166_666_65)
-        * r
-        + 0.5;
-    let y = p * r * r + r + 1.0;
-    let bits = (t.to_bits() as i32 - ROUND.to_bits() as i32 + 127) << 23;
-    y * f32::from_bits(bits as u32)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -574,24 +509,6 @@ mod tests {
 
     fn max_diff(a: Tensor<4>, b: Tensor<4>) -> f32 {
         (a - b).abs().max().into_scalar::<f32>()
-    }
-
-    #[test]
-    fn exp_is_within_two_ulp_of_the_standard_library_down_to_the_flush() {
-        let mut worst = 0f32;
-        for i in 0..=200_000 {
-            let x = -87.0 + 175.0 * i as f32 / 200_000.0;
-            let (got, want) = (exp(x), x.exp());
-            worst = worst.max(((got - want) / want).abs());
-        }
-        assert!(
-            worst < 2.5 * f32::EPSILON,
-            "largest relative error {worst:e}"
-        );
-        let mut row = vec![-1.0, 0.0, 2.0, -100.0];
-        let sum = exp_shifted(&mut row, 2.0);
-        assert!((row[2] - 1.0).abs() < 1e-7 && row[3] < 1e-37, "{row:?}");
-        assert!((sum - row.iter().sum::<f32>()).abs() < 1e-7);
     }
 
     /// Outputs and the three gradients of the fused operation against Burn's operations

@@ -14,6 +14,7 @@ mod projection;
 mod rope;
 mod shared_prefix;
 mod swiglu;
+mod vector;
 
 pub use cache::KvCache;
 pub use config::{Family, ModelConfig};

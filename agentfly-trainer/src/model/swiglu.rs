@@ -4,11 +4,11 @@
 //! is a sigmoid, two products and, under autodiff, about six more elementwise passes over
 //! `[tokens, intermediate]` in the backward pass (and their recomputation under gradient
 //! checkpointing), each on one thread with a scalar `expf`; here one pass each way, the rows
-//! split between the cores, with the vectorised `exp` of [`super::fused_attention`].
+//! split between the cores, with the vectorised `exp` of [`super::vector`].
 
 #![allow(unsafe_code)] // The AVX-512 builds of the row loops, called where the CPU has it.
 
-use super::fused_attention::{contiguous, exp};
+use super::vector::{contiguous, exp};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
