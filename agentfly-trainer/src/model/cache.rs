@@ -13,9 +13,10 @@
 //!   pass appends after them;
 //! - **ragged** (the decode batch, and the contexts prefilled together after their cached
 //!   prefixes): each row is a slot holding its own sequence from position 0, and a pass
-//!   writes each row's tokens from its own position on ([`write_at`](KvCache::write_at)). A sequence joins by copying its own cache into a
-//!   free slot ([`write_row`](KvCache::write_row)) and leaves by freeing it, so neither
-//!   copies the other rows; nor does a longer sequence joining move anyone.
+//!   writes each row's tokens from its own position on ([`write_at`](KvCache::write_at)).
+//!   A sequence joins by copying its own cache into a free slot
+//!   ([`write_row`](KvCache::write_row)) and leaves by freeing it, so neither copies the
+//!   other rows; nor does a longer sequence joining move anyone.
 
 use burn::tensor::{Int, Tensor};
 
@@ -105,9 +106,11 @@ impl KvCache {
                     .as_ref()
                     .expect("a cached prefix has every layer");
                 let [_, heads, _, dim] = k.dims();
+                // Two buffers, each written in place (one zero tensor shared by both would
+                // be copied at the first write).
                 let (sk, sv) = buffers.take().unwrap_or_else(|| {
-                    let zeros = Tensor::zeros([rows.len(), heads, capacity, dim], &k.device());
-                    (zeros.clone(), zeros)
+                    let zeros = || Tensor::zeros([rows.len(), heads, capacity, dim], &k.device());
+                    (zeros(), zeros())
                 });
                 let to = [r..r + 1, 0..heads, 0..*len, 0..dim];
                 buffers = Some((

@@ -9,6 +9,7 @@
 
 #![allow(unsafe_code)] // Disjoint writes of parallel tasks into the output.
 
+use super::vector::contiguous;
 use burn::backend::flex::{Flex, FlexTensor};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Dispatch, backend_extension};
@@ -55,13 +56,6 @@ impl DecodeAttention for Flex {
         v: FlexTensor,
         lengths: Vec<usize>,
     ) -> FlexTensor {
-        let contiguous = |t: FlexTensor| {
-            if t.is_contiguous() && t.layout().start_offset() == 0 {
-                t
-            } else {
-                t.to_contiguous()
-            }
-        };
         let (q, k, v) = (contiguous(q), contiguous(k), contiguous(v));
         let dims = q.layout().shape().to_vec();
         let [batch, heads, group, d] = dims[..] else {

@@ -132,6 +132,14 @@ impl Backward<Flex, 3> for FusedAttentionBackward {
     }
 }
 
+/// A block's query rows' log-sum-exp: computed by the forward pass, read by the backward.
+enum Lse<'a> {
+    /// Unknown yet: [`Operands::probabilities`] writes it here.
+    Into(&'a mut [f32]),
+    /// Known: the probabilities are `exp(score − lse)`.
+    Known(&'a [f32]),
+}
+
 /// The three operands, contiguous, and their shape.
 #[derive(Debug, Clone)]
 struct Operands {
@@ -173,7 +181,7 @@ fn transposed(ptr: *const f32, cols: usize) -> Mat<*const f32> {
     }
 }
 
-/// `dst (m × n) = [dst +] scale · a (m × k) · b (k × n)`, on this thread.
+/// `dst (m × n, row-major) = [dst +] scale · a (m × k) · b (k × n)`, on this thread.
 ///
 /// # Safety
 /// Every matrix lies within its buffer, and `dst` overlaps neither operand.
@@ -183,7 +191,6 @@ unsafe fn product(
     n: usize,
     k: usize,
     dst: *mut f32,
-    dst_cols: usize,
     accumulate: bool,
     a: Mat<*const f32>,
     b: Mat<*const f32>,
@@ -197,7 +204,7 @@ unsafe fn product(
             k,
             dst,
             1,
-            dst_cols as isize,
+            n as isize,
             accumulate,
             a.ptr,
             a.cs,
@@ -250,7 +257,6 @@ unsafe fn weigh(
             d,
             inner,
             dst.as_mut_ptr(),
-            d,
             transpose,
             p,
             row_major(m.as_ptr(), d),
@@ -296,17 +302,14 @@ impl Operands {
     }
 
     /// Block `start..start + rows` of `pair`'s query rows: its scores against the keys they
-    /// see (`scores`, `rows × seen`, row-major), then the probabilities, with `lse` the
-    /// rows' log-sum-exp when known (backward) or computed into it (forward). Returns
-    /// `seen`.
+    /// see (`scores`, `rows × seen`, row-major), then the probabilities. Returns `seen`.
     fn probabilities(
         &self,
         pair: usize,
         start: usize,
         rows: usize,
         scores: &mut [f32],
-        lse: &mut [f32],
-        known: bool,
+        mut lse: Lse<'_>,
     ) -> usize {
         let (d, prefix) = (self.d, self.prefix);
         let seen = prefix + start + rows;
@@ -321,9 +324,8 @@ impl Operands {
                 seen,
                 d,
                 scores.as_mut_ptr(),
-                seen,
                 false,
-                row_major_of(q, d),
+                row_major(q.as_ptr(), d),
                 transposed(k.as_ptr(), d),
                 scale,
             );
@@ -332,14 +334,17 @@ impl Operands {
             let visible = prefix + start + r + 1;
             let (row, hidden) = row.split_at_mut(visible);
             hidden.fill(0.0);
-            if known {
-                exp_shifted(row, lse[r]);
-            } else {
-                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let sum = exp_shifted(row, max);
-                let inv = 1.0 / sum;
-                row.iter_mut().for_each(|p| *p *= inv);
-                lse[r] = max + sum.ln();
+            match &mut lse {
+                Lse::Known(lse) => {
+                    exp_shifted(row, lse[r]);
+                }
+                Lse::Into(lse) => {
+                    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let sum = exp_shifted(row, max);
+                    let inv = 1.0 / sum;
+                    row.iter_mut().for_each(|p| *p *= inv);
+                    lse[r] = max + sum.ln();
+                }
             }
         }
         seen
@@ -364,8 +369,8 @@ impl Operands {
                 let v = &v[self.kv_offset(pair)..];
                 for start in (0..len).step_by(BLOCK) {
                     let rows = BLOCK.min(len - start);
-                    let lse = &mut lse[start..start + rows];
-                    let seen = self.probabilities(pair, start, rows, &mut scores, lse, false);
+                    let lse = Lse::Into(&mut lse[start..start + rows]);
+                    let seen = self.probabilities(pair, start, rows, &mut scores, lse);
                     // SAFETY: `rows × seen` probabilities, `seen` values and `rows` output
                     // rows of `d` lie in their buffers.
                     unsafe { weigh(rows, seen, d, false, &mut out[start * d..], &scores, v, 1.0) };
@@ -413,13 +418,12 @@ impl Operands {
                     .zip(g.chunks_exact(d))
                     .map(|(o, g)| o.iter().zip(g).map(|(a, b)| a * b).sum())
                     .collect();
-                let mut lse = lse[pair * len..(pair + 1) * len].to_vec();
                 let mut probs = vec![0f32; BLOCK.min(len) * keys];
                 let mut dprobs = vec![0f32; BLOCK.min(len) * keys];
                 for start in (0..len).step_by(BLOCK) {
                     let rows = BLOCK.min(len - start);
-                    let block_lse = &mut lse[start..start + rows];
-                    let seen = self.probabilities(pair, start, rows, &mut probs, block_lse, true);
+                    let block_lse = Lse::Known(&lse[pair * len + start..pair * len + start + rows]);
+                    let seen = self.probabilities(pair, start, rows, &mut probs, block_lse);
                     let (gb, qb) = (&g[start * d..], &q[start * d..]);
                     // SAFETY (every product): the blocks' `rows` rows, the `seen` keys and
                     // values and the `rows × seen` buffers lie in their buffers; the
@@ -433,7 +437,6 @@ impl Operands {
                             seen,
                             d,
                             dprobs.as_mut_ptr(),
-                            seen,
                             false,
                             row_major(gb.as_ptr(), d),
                             transposed(v.as_ptr(), d),
@@ -489,11 +492,6 @@ impl Operands {
             });
         sum
     }
-}
-
-/// Row-major rows of `cols` starting at `s`.
-fn row_major_of(s: &[f32], cols: usize) -> Mat<*const f32> {
-    row_major(s.as_ptr(), cols)
 }
 
 /// `dp ← p ∘ (dp − dot)`.

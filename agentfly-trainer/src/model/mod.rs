@@ -7,7 +7,7 @@ mod cache;
 mod config;
 mod decode_attention;
 mod decoder;
-pub mod fused_attention;
+mod fused_attention;
 mod lora;
 mod packed;
 mod projection;

@@ -1,5 +1,5 @@
 //! Small CPU helpers of the fused operations ([`super::fused_attention`],
-//! [`super::swiglu`]): a vectorised `exp`, and operands made contiguous.
+//! [`super::swiglu`], [`super::decode_attention`]): a vectorised `exp`, and operands made contiguous.
 
 #![allow(unsafe_code)] // The AVX-512 build of the `exp` loop, called where the CPU has it.
 
