@@ -33,10 +33,12 @@ fn check(dir: &Path, reference: &Path, extra: &[(&str, PathBuf)]) -> Value {
 fn transformers_loads_a_saved_tiny_qwen2() {
     let fixtures = common::fixtures();
     let model = Pretrained::load(fixtures.join("tiny-qwen2"), &common::device()).unwrap();
-    let dir = std::env::temp_dir().join(format!("agentfly-interop-tiny-{}", std::process::id()));
-    model.save(&dir).unwrap();
+    // Removed when dropped, also when an assertion fails (the save is ~1 MB here, 0.5 GB below).
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    model.save(dir).unwrap();
     let result = check(
-        &dir,
+        dir,
         &fixtures.join("tiny-qwen2/reference.safetensors"),
         &[],
     );
@@ -45,17 +47,17 @@ fn transformers_loads_a_saved_tiny_qwen2() {
         diff < 1e-4,
         "transformers on our save: max |Δlogit| = {diff}"
     );
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn smollm2_gguf_saved_as_hf_loads_in_transformers_with_tokenizer_and_template() {
     let fixtures = common::fixtures();
     let model = Pretrained::load(common::smollm2_gguf(), &common::device()).unwrap();
-    let dir = std::env::temp_dir().join(format!("agentfly-interop-smollm2-{}", std::process::id()));
-    model.save(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    model.save(dir).unwrap();
     let result = check(
-        &dir,
+        dir,
         &fixtures.join("smollm2/reference.safetensors"),
         &[
             ("--tokenization", fixtures.join("smollm2/tokenization.json")),
@@ -69,5 +71,4 @@ fn smollm2_gguf_saved_as_hf_loads_in_transformers_with_tokenizer_and_template() 
     );
     assert_eq!(result["tokenizer_mismatches"], serde_json::json!([]));
     assert_eq!(result["template_mismatches"], serde_json::json!([]));
-    std::fs::remove_dir_all(dir).unwrap();
 }
