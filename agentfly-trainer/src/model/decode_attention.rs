@@ -9,11 +9,11 @@
 
 #![allow(unsafe_code)] // Disjoint writes of parallel tasks into the output.
 
-use super::vector::contiguous;
+use super::vector::{contiguous, zeros};
 use burn::backend::flex::{Flex, FlexTensor};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Dispatch, backend_extension};
-use burn::tensor::{Bool, DType, Device, Shape, Tensor};
+use burn::tensor::{Bool, Device, Shape, Tensor};
 use rayon::prelude::*;
 
 /// Whether [`attend`] runs on `device`: the plain flex (CPU) device.
@@ -77,7 +77,7 @@ impl DecodeAttention for Flex {
             lengths.iter().all(|&l| (1..=capacity).contains(&l)),
             "decode attention: lengths {lengths:?} for a capacity of {capacity}"
         );
-        let mut out = FlexTensor::empty(Shape::from(dims), DType::F32);
+        let mut out = zeros(Shape::from(dims));
         let row = Row {
             q: q.storage::<f32>(),
             k: k.storage::<f32>(),

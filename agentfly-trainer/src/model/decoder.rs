@@ -5,8 +5,9 @@
 
 use super::attention::causal_attention;
 use super::decode_attention::{self, prefix_lengths, stacked};
+use super::fused_qkv;
 use super::packed::PackedWeight;
-use super::projection::{Projection, packed_product};
+use super::projection::{BF16_MIN_ROWS, Projection, packed_product};
 use super::{KvCache, ModelConfig, Rope};
 use crate::error::ModelError;
 use crate::io::{HostTensor, Weights};
@@ -418,6 +419,13 @@ impl Decoder {
         }
         match &self.lm_head {
             Some(head) => linear(hidden, head.val(), None),
+            // Tied, on the CPU: `hidden · embedᵀ` in one product that reads the transpose
+            // in place, its output already `[rows, vocab]`.
+            None if super::matmul::serves(&hidden.device())
+                && hidden.shape().num_elements() / hidden.dims()[2] >= BF16_MIN_ROWS =>
+            {
+                super::matmul::matmul(hidden, self.embed.val().transpose(), false)
+            }
             None => {
                 // Tied: `embed @ hidden^T`, transposing the small result rather than the
                 // [vocab, hidden] matrix (a strided 49152×576 operand made flex's
@@ -454,6 +462,14 @@ impl Attention {
     ) -> Tensor<3> {
         let [batch, len, _] = x.dims();
         let hd = self.head_dim;
+        if cache.is_none() && mask.is_none() && len > 1 && fused_qkv::serves(&x.device()) {
+            // The plain causal pass on the CPU: split, rotation, attention and the heads'
+            // transpose in one operation.
+            let table = |t: &Tensor<4>| t.clone().reshape([batch, len, hd]);
+            let qkv = self.qkv.forward(x);
+            let out = fused_qkv::causal(qkv, table(cos), table(sin), self.heads, self.kv_heads);
+            return self.o.forward(out);
+        }
         let (q, k, v) = self.project(x, rope, cos, sin);
         let (k, v, mask) = match (cache, mask) {
             // The cache's whole buffers, their unused positions masked: no copy.

@@ -13,7 +13,7 @@
 
 #![allow(unsafe_code)] // The gemm crate's products take raw pointers.
 
-use super::vector::{contiguous, exp_shifted};
+use super::vector::{contiguous, exp_shifted, zeros};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
@@ -21,7 +21,7 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::{Flex, FlexTensor};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, Dispatch, DispatchDevice, backend_extension};
-use burn::tensor::{DType, Device, Shape, Tensor};
+use burn::tensor::{Device, Shape, Tensor};
 use gemm::Parallelism;
 use rayon::prelude::*;
 
@@ -142,7 +142,7 @@ enum Lse<'a> {
 
 /// The three operands, contiguous, and their shape.
 #[derive(Debug, Clone)]
-struct Operands {
+pub(super) struct Operands {
     q: FlexTensor,
     k: FlexTensor,
     v: FlexTensor,
@@ -266,7 +266,13 @@ unsafe fn weigh(
 }
 
 impl Operands {
-    fn new(q: FlexTensor, k: FlexTensor, v: FlexTensor, group: usize, prefix: usize) -> Self {
+    pub(super) fn new(
+        q: FlexTensor,
+        k: FlexTensor,
+        v: FlexTensor,
+        group: usize,
+        prefix: usize,
+    ) -> Self {
         let (q, k, v) = (contiguous(q), contiguous(k), contiguous(v));
         let dims = q.layout().shape().to_vec();
         let [batch, heads, len, d] = dims[..] else {
@@ -351,13 +357,10 @@ impl Operands {
     }
 
     /// The output `[batch, heads, len, d]` and each query row's log-sum-exp.
-    fn forward(&self) -> (FlexTensor, Vec<f32>) {
+    pub(super) fn forward(&self) -> (FlexTensor, Vec<f32>) {
         let (len, d) = (self.len, self.d);
         let pairs = self.batch * self.heads;
-        let mut out = FlexTensor::empty(
-            Shape::from(vec![self.batch, self.heads, len, d]),
-            DType::F32,
-        );
+        let mut out = zeros(Shape::from(vec![self.batch, self.heads, len, d]));
         let mut lse = vec![0f32; pairs * len];
         let v = self.v.storage::<f32>();
         out.storage_mut::<f32>()
@@ -380,7 +383,7 @@ impl Operands {
     }
 
     /// The gradients of `q`, `k` and `v` given the output's, `grad` (contiguous).
-    fn backward(
+    pub(super) fn backward(
         &self,
         out: &FlexTensor,
         lse: &[f32],
@@ -389,7 +392,7 @@ impl Operands {
         let (len, d, keys) = (self.len, self.d, self.keys());
         let pairs = self.batch * self.heads;
         let scale = 1.0 / (d as f32).sqrt();
-        let mut dq = FlexTensor::empty(self.q.layout().shape().clone(), DType::F32);
+        let mut dq = zeros(self.q.layout().shape().clone());
         // Each query head's share of its key/value head's gradients, summed below.
         let mut dk_parts = vec![0f32; pairs * keys * d];
         let mut dv_parts = vec![0f32; pairs * keys * d];
@@ -477,7 +480,7 @@ impl Operands {
     /// `shape` (`[batch, kv_heads, keys, d]`).
     fn sum_groups(&self, parts: &[f32], shape: Shape) -> FlexTensor {
         let size = self.keys() * self.d;
-        let mut sum = FlexTensor::empty(shape, DType::F32);
+        let mut sum = zeros(shape);
         sum.storage_mut::<f32>()
             .par_chunks_mut(size)
             .enumerate()

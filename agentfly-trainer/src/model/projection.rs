@@ -20,7 +20,7 @@ pub struct Projection {
     /// only a serving copy without adapters has it, and it goes stale if `weight` changes.
     #[module(skip)]
     pub packed: Option<Arc<PackedWeight>>,
-    /// Products of at least [`BF16_MIN_ROWS`] rows in bf16 on AMX ([`super::bf16`]), set by
+    /// Products of at least [`BF16_MIN_ROWS`] rows in bf16 on AMX ([`super::matmul`]), set by
     /// [`crate::model::Decoder::use_bf16_products`].
     #[module(skip)]
     pub bf16: bool,
@@ -41,8 +41,9 @@ impl Projection {
             return packed_product(packed, x, bias);
         }
         let rows = x.shape().num_elements() / x.dims()[D - 1].max(1);
-        let out = if self.bf16 && rows >= BF16_MIN_ROWS {
-            let out = super::bf16::matmul(x.clone(), self.weight.val());
+        let out = if super::matmul::serves(&x.device()) {
+            let bf16 = self.bf16 && rows >= BF16_MIN_ROWS;
+            let out = super::matmul::matmul(x.clone(), self.weight.val(), bf16);
             match &self.bias {
                 Some(b) => out + b.val().unsqueeze::<D>(),
                 None => out,

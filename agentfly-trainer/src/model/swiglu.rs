@@ -8,7 +8,7 @@
 
 #![allow(unsafe_code)] // The AVX-512 builds of the row loops, called where the CPU has it.
 
-use super::vector::{contiguous, exp};
+use super::vector::{contiguous, exp, zeros};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
@@ -16,7 +16,7 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::{Flex, FlexTensor};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, Dispatch, backend_extension};
-use burn::tensor::{DType, Shape, Tensor};
+use burn::tensor::{Shape, Tensor};
 use rayon::prelude::*;
 
 pub use super::fused_attention::serves;
@@ -82,7 +82,7 @@ fn halved(both: &FlexTensor) -> (Shape, usize) {
 
 fn forward(both: &FlexTensor) -> FlexTensor {
     let (shape, width) = halved(both);
-    let mut out = FlexTensor::empty(shape, DType::F32);
+    let mut out = zeros(shape);
     let input = both.storage::<f32>();
     out.storage_mut::<f32>()
         .par_chunks_mut(width * ROWS_PER_TASK)
@@ -111,7 +111,7 @@ impl Backward<Flex, 1> for SwigluBackward {
         let Some(node) = node else { return };
         let both = ops.state;
         let (_, width) = halved(&both);
-        let mut dboth = FlexTensor::empty(both.layout().shape().clone(), DType::F32);
+        let mut dboth = zeros(both.layout().shape().clone());
         let (input, grad) = (both.storage::<f32>(), grad.storage::<f32>());
         dboth
             .storage_mut::<f32>()

@@ -1,9 +1,19 @@
 //! Small CPU helpers of the fused operations ([`super::fused_attention`],
-//! [`super::swiglu`], [`super::decode_attention`]): a vectorised `exp`, and operands made contiguous.
+//! [`super::swiglu`], [`super::decode_attention`]): a vectorised `exp`, operands made
+//! contiguous, and output tensors.
 
 #![allow(unsafe_code)] // The AVX-512 build of the `exp` loop, called where the CPU has it.
 
 use burn::backend::flex::FlexTensor;
+use burn::tensor::{Shape, TensorData};
+
+/// A zeroed, contiguous f32 tensor of `shape`, for an operation's output.
+/// `FlexTensor::empty` zeroes a byte buffer and then copies it into a new one to align it
+/// (`Bytes::from_bytes_vec`); here the `f32` vector is the tensor's buffer.
+pub(super) fn zeros(shape: Shape) -> FlexTensor {
+    let n = shape.num_elements();
+    FlexTensor::from_data(TensorData::new(vec![0f32; n], shape))
+}
 
 /// `t`, or a contiguous copy of it where it is a strided view.
 pub(super) fn contiguous(t: FlexTensor) -> FlexTensor {
