@@ -37,11 +37,7 @@ fn transformers_loads_a_saved_tiny_qwen2() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     model.save(dir).unwrap();
-    let result = check(
-        dir,
-        &fixtures.join("tiny-qwen2/reference.safetensors"),
-        &[],
-    );
+    let result = check(dir, &fixtures.join("tiny-qwen2/reference.safetensors"), &[]);
     let diff = result["max_abs_diff"].as_f64().unwrap();
     assert!(
         diff < 1e-4,
