@@ -131,6 +131,15 @@ pub struct LoraPart {
     pub scale: f64,
 }
 
+/// `x · w` in f32: [`super::matmul`] on the CPU, Burn's `linear` elsewhere.
+fn product<const D: usize>(x: Tensor<D>, w: Tensor<2>) -> Tensor<D> {
+    if super::matmul::serves(&x.device()) {
+        super::matmul::matmul(x, w, false)
+    } else {
+        linear(x, w, None)
+    }
+}
+
 impl Projection {
     /// What the adapters add to this projection's output for input `x`.
     fn lora_delta<const D: usize>(&self, x: Tensor<D>, out: &Tensor<D>) -> Tensor<D> {
@@ -141,8 +150,8 @@ impl Projection {
             if part.start > at {
                 pieces.push(out.clone().narrow(D - 1, at, part.start - at).zeros_like());
             }
-            let low = linear(x.clone(), part.a.val(), None);
-            pieces.push(linear(low, part.b.val(), None) * part.scale);
+            let low = product(x.clone(), part.a.val());
+            pieces.push(product(low, part.b.val()) * part.scale);
             at = part.start + part.width;
         }
         if at < total {

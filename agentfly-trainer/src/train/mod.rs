@@ -5,6 +5,7 @@
 //! | `logprobs` | per-token log-probs (and entropies) of given ids, at chosen positions only |
 //! | `loss` | the masked PPO-family loss (clip-higher, aggregations, KL estimators, entropy) and the SFT loss |
 //! | `optim` | AdamW with PyTorch's defaults, global-norm clipping, the learning-rate schedule |
+//! | `adamw` | [`FusedAdamW`]: Burn's AdamW update and state in one pass per parameter on the CPU |
 //! | `rows` | the rows to learn from, micro-batches by padded-token budget, the learned positions |
 //! | `score` | forward passes at the learned positions, with and without gradient |
 //! | `actor` | [`Actor`]: the policy being trained and its optimizer |
@@ -15,6 +16,7 @@
 //! | `config`, `report` | [`TrainSection`], how updates run; [`StepReport`], what one did |
 
 mod actor;
+mod adamw;
 mod config;
 mod critic;
 mod logprobs;
@@ -29,6 +31,7 @@ mod sft;
 mod value;
 
 pub use actor::Actor;
+pub use adamw::FusedAdamW;
 pub use config::TrainSection;
 pub use critic::Critic;
 pub use logprobs::{

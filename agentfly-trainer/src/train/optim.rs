@@ -1,8 +1,9 @@
 //! AdamW with PyTorch's defaults, clipping by the global gradient norm, the learning-rate
 //! schedule, and a guard that skips a step whose gradients are not finite.
 
+use super::adamw::FusedAdamW;
 use burn::module::{Module, ModuleVisitor, Param};
-use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
+use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::Tensor;
 use serde::{Deserialize, Serialize};
 
@@ -74,14 +75,15 @@ impl OptimConfig {
         }
     }
 
-    /// A fresh AdamW.
+    /// A fresh AdamW ([`FusedAdamW`]: Burn's update and state, one pass per parameter on
+    /// the CPU).
     pub fn init(&self) -> ModuleOptimizer {
-        AdamWConfig::new()
-            .with_beta_1(self.beta1)
-            .with_beta_2(self.beta2)
-            .with_epsilon(self.eps)
-            .with_weight_decay(self.weight_decay)
-            .init()
+        ModuleOptimizer::from(FusedAdamW::new(
+            self.beta1,
+            self.beta2,
+            self.eps,
+            self.weight_decay,
+        ))
     }
 }
 
