@@ -3,12 +3,15 @@
 //! weights, so they stream from memory as in a real decode step, and the tied LM head),
 //! with flex (gemm, which packs the weight on every call) and with `model::PackedWeight`
 //! (packed into 32-column panels beforehand, as the engine does), and, where the CPU has
-//! AMX, packed in bf16 for AMX's tiles (as the engine does with `--bf16`). Prints
-//! milliseconds per decode step's products and the largest difference from flex's results.
+//! AMX, packed in bf16 for AMX's tiles (as the engine does with `--bf16`), and with
+//! `model::matmul` (the gemm crate's product over all rows, written into the tensor, as
+//! prefill and training run). Prints milliseconds per decode step's products and the
+//! largest difference from flex's results.
 //!
 //! `cargo run --release -p agentfly-trainer --example packed_matmul`
 
 use agentfly_trainer::model::PackedWeight;
+use agentfly_trainer::model::matmul::matmul;
 use burn::tensor::{Device, Distribution, Tensor, TensorData};
 use std::time::Instant;
 
@@ -44,9 +47,9 @@ fn main() {
         .map(|(w, &(k, n))| PackedWeight::bf16_from_in_out(&values(w.clone()), k, n))
         .collect();
     println!(
-        "| rows | flex ms/step | packed ms/step | ratio | max abs diff | packed bf16 (AMX) ms/step | ratio to flex | max abs diff |"
+        "| rows | flex ms/step | model::matmul ms/step | packed ms/step | ratio | max abs diff | packed bf16 (AMX) ms/step | ratio to flex | max abs diff |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for rows in [1usize, 8, 16, 32, 48, 64] {
         let inputs: Vec<Tensor<2>> = shapes
             .iter()
@@ -64,6 +67,14 @@ fn main() {
                 .map(|(x, w)| values(x.clone().matmul(w.clone())))
                 .collect();
             flex_best = flex_best.min(start.elapsed().as_secs_f64());
+        }
+        let mut gemm_best = f64::MAX;
+        for _ in 0..reps {
+            let start = Instant::now();
+            for (x, w) in inputs.iter().zip(&weights) {
+                let _ = values(matmul(x.clone(), w.clone(), false));
+            }
+            gemm_best = gemm_best.min(start.elapsed().as_secs_f64());
         }
         let run = |packed: &[PackedWeight]| {
             let mut best = f64::MAX;
@@ -101,8 +112,9 @@ fn main() {
             None => "n/a (no AMX) | | ".into(),
         };
         println!(
-            "| {rows} | {:.1} | {:.1} | {:.2}× | {diff:.1e} | {bf16_cells} |",
+            "| {rows} | {:.1} | {:.1} | {:.1} | {:.2}× | {diff:.1e} | {bf16_cells} |",
             flex_best * 1e3,
+            gemm_best * 1e3,
             packed_best * 1e3,
             flex_best / packed_best
         );

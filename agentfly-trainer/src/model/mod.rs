@@ -10,7 +10,7 @@ mod decoder;
 mod fused_attention;
 mod fused_qkv;
 mod lora;
-mod matmul;
+pub mod matmul;
 mod packed;
 mod projection;
 mod rope;
