@@ -226,37 +226,14 @@ impl Dims {
 
     /// `[batch, heads, len, d]` as `[batch, len, heads × d]`.
     fn merge_heads(&self, out: &FlexTensor) -> FlexTensor {
-        let (len, d, heads) = (self.len, self.d, self.heads);
-        let mut merged = zeros(Shape::from(vec![self.batch, len, heads * d]));
-        let src = out.storage::<f32>();
-        merged
-            .storage_mut::<f32>()
-            .par_chunks_mut(heads * d)
-            .enumerate()
-            .for_each(|(row, dst)| {
-                let (b, t) = (row / len, row % len);
-                for (h, dst) in dst.chunks_exact_mut(d).enumerate() {
-                    dst.copy_from_slice(&src[((b * heads + h) * len + t) * d..][..d]);
-                }
-            });
-        merged
+        let shape = vec![self.batch, self.len, self.heads * self.d];
+        swap_axes(out, [self.batch, self.heads, self.len, self.d], shape)
     }
 
     /// `[batch, len, heads × d]` as `[batch, heads, len, d]`.
     fn split_heads(&self, merged: &FlexTensor) -> FlexTensor {
-        let (len, d, heads) = (self.len, self.d, self.heads);
-        let mut out = zeros(Shape::from(vec![self.batch, heads, len, d]));
-        let src = merged.storage::<f32>();
-        out.storage_mut::<f32>()
-            .par_chunks_mut(len * d)
-            .enumerate()
-            .for_each(|(pair, dst)| {
-                let (b, h) = (pair / heads, pair % heads);
-                for (t, dst) in dst.chunks_exact_mut(d).enumerate() {
-                    dst.copy_from_slice(&src[((b * len + t) * heads + h) * d..][..d]);
-                }
-            });
-        out
+        let shape = vec![self.batch, self.heads, self.len, self.d];
+        swap_axes(merged, [self.batch, self.len, self.heads, self.d], shape)
     }
 
     /// The gradient of `qkv` from those of the rotated queries and keys and the values:
@@ -317,6 +294,28 @@ fn unrotate_half(dy: &[f32], cos: &[f32], sin: &[f32], dx: &mut [f32]) {
         dx[i] = dy[i] * cos[i] + dy[i + half] * sin[i + half];
         dx[i + half] = dy[i + half] * cos[i + half] - dy[i] * sin[i];
     }
+}
+
+/// `src`, laid out as `[batch, a, b, d]`, copied as `[batch, b, a, d]` into a tensor of
+/// `shape` (the same values, grouped as the caller wants them).
+fn swap_axes(src: &FlexTensor, [batch, a, b, d]: [usize; 4], shape: Vec<usize>) -> FlexTensor {
+    let mut out = zeros(Shape::from(shape));
+    let src = src.storage::<f32>();
+    assert_eq!(
+        src.len(),
+        batch * a * b * d,
+        "swap_axes: {batch}×{a}×{b}×{d} values"
+    );
+    out.storage_mut::<f32>()
+        .par_chunks_mut(a * d)
+        .enumerate()
+        .for_each(|(row, dst)| {
+            let (n, j) = (row / b, row % b);
+            for (i, dst) in dst.chunks_exact_mut(d).enumerate() {
+                dst.copy_from_slice(&src[((n * a + i) * b + j) * d..][..d]);
+            }
+        });
+    out
 }
 
 #[cfg(test)]
