@@ -7,7 +7,7 @@ use super::attention::causal_attention;
 use super::decode_attention::{self, prefix_lengths, stacked};
 use super::fused_qkv;
 use super::packed::PackedWeight;
-use super::projection::{BF16_MIN_ROWS, Projection, packed_product};
+use super::projection::{Projection, packed_product};
 use super::{KvCache, ModelConfig, Rope};
 use crate::error::ModelError;
 use crate::io::{HostTensor, Weights};
@@ -17,6 +17,11 @@ use burn::tensor::module::{attention, embedding, linear};
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 use std::sync::Arc;
+
+/// Rows from which the tied vocabulary projection on the CPU is one product reading the
+/// embedding's transpose in place. Fewer rows (decode steps without packed weights) keep
+/// `embed · hiddenᵀ`, the path measured for them (see the arm below).
+const TIED_PRODUCT_MIN_ROWS: usize = 32;
 
 /// RMSNorm with a learned scale.
 #[derive(Module, Debug)]
@@ -422,7 +427,7 @@ impl Decoder {
             // Tied, on the CPU: `hidden · embedᵀ` in one product that reads the transpose
             // in place, its output already `[rows, vocab]`.
             None if super::matmul::serves(&hidden.device())
-                && hidden.shape().num_elements() / hidden.dims()[2] >= BF16_MIN_ROWS =>
+                && hidden.shape().num_elements() / hidden.dims()[2] >= TIED_PRODUCT_MIN_ROWS =>
             {
                 super::matmul::matmul(hidden, self.embed.val().transpose(), false)
             }

@@ -28,7 +28,9 @@ use rayon::prelude::*;
 /// Query rows per block: a block's scores, `BLOCK × keys`, stay in the core's cache.
 const BLOCK: usize = 64;
 
-/// Whether [`causal`] runs on `device`: a flex (CPU) device, with or without autodiff.
+/// Whether the CPU operations run on `device` (this module's causal attention, and the
+/// projections' products, SwiGLU and the fused qkv attention, which share the test): a
+/// flex (CPU) device, with or without autodiff.
 pub fn serves(device: &Device) -> bool {
     matches!(
         device.as_dispatch().clone().inner(),

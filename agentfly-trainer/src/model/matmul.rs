@@ -19,17 +19,12 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::{Flex, FlexTensor, Layout};
 use burn::backend::tensor::FloatTensor;
-use burn::backend::{Autodiff, Backend, Dispatch, DispatchDevice, backend_extension};
-use burn::tensor::{Device, Shape, Tensor, TensorData};
+use burn::backend::{Autodiff, Backend, Dispatch, backend_extension};
+use burn::tensor::{Shape, Tensor, TensorData};
 
-/// Whether [`matmul`] runs on `device`: a flex (CPU) device, with or without autodiff
-/// (bf16 needs AMX as well: [`super::bf16::serves`]).
-pub fn serves(device: &Device) -> bool {
-    matches!(
-        device.as_dispatch().clone().inner(),
-        DispatchDevice::Flex(_)
-    )
-}
+// Whether [`matmul`] runs on a device: a flex (CPU) device, with or without autodiff, as
+// for the other CPU operations (bf16 needs AMX as well: [`super::bf16::serves`]).
+pub use super::fused_attention::serves;
 
 /// `x · w` (`x`'s last dimension is `w`'s first; `w` may be a strided view such as a
 /// transpose), in bf16 with f32 sums when `bf16`, else in f32.
@@ -233,7 +228,7 @@ impl<C: CheckpointStrategy> Products for Autodiff<Flex, C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use burn::tensor::Distribution;
+    use burn::tensor::{Device, Distribution};
 
     fn max_diff<const D: usize>(a: Tensor<D>, b: Tensor<D>) -> f32 {
         (a - b).abs().max().into_scalar::<f32>()

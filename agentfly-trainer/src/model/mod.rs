@@ -16,7 +16,7 @@ mod projection;
 mod rope;
 mod shared_prefix;
 mod swiglu;
-mod vector;
+pub(crate) mod vector;
 
 pub use cache::KvCache;
 pub use config::{Family, ModelConfig};

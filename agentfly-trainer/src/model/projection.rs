@@ -20,7 +20,7 @@ pub struct Projection {
     /// only a serving copy without adapters has it, and it goes stale if `weight` changes.
     #[module(skip)]
     pub packed: Option<Arc<PackedWeight>>,
-    /// Products of at least [`BF16_MIN_ROWS`] rows in bf16 on AMX ([`super::matmul`]), set by
+    /// Products of at least `BF16_MIN_ROWS` (32) rows in bf16 on AMX ([`super::matmul`]), set by
     /// [`crate::model::Decoder::use_bf16_products`].
     #[module(skip)]
     pub bf16: bool,
@@ -41,20 +41,12 @@ impl Projection {
             return packed_product(packed, x, bias);
         }
         let rows = x.shape().num_elements() / x.dims()[D - 1].max(1);
-        let out = if super::matmul::serves(&x.device()) {
-            let bf16 = self.bf16 && rows >= BF16_MIN_ROWS;
-            let out = super::matmul::matmul(x.clone(), self.weight.val(), bf16);
-            match &self.bias {
-                Some(b) => out + b.val().unsqueeze::<D>(),
-                None => out,
-            }
-        } else {
-            linear(
-                x.clone(),
-                self.weight.val(),
-                self.bias.as_ref().map(|b| b.val()),
-            )
-        };
+        let out = product(
+            x.clone(),
+            self.weight.val(),
+            self.bias.as_ref().map(|b| b.val()),
+            self.bf16 && rows >= BF16_MIN_ROWS,
+        );
         if self.lora.is_empty() {
             out
         } else {
@@ -131,12 +123,22 @@ pub struct LoraPart {
     pub scale: f64,
 }
 
-/// `x · w` in f32: [`super::matmul`] on the CPU, Burn's `linear` elsewhere.
-fn product<const D: usize>(x: Tensor<D>, w: Tensor<2>) -> Tensor<D> {
+/// `x · w + bias`: [`super::matmul`] on the CPU (in bf16 if `bf16`), Burn's `linear`
+/// elsewhere (where `bf16` is never set: [`super::bf16::serves`]).
+fn product<const D: usize>(
+    x: Tensor<D>,
+    w: Tensor<2>,
+    bias: Option<Tensor<1>>,
+    bf16: bool,
+) -> Tensor<D> {
     if super::matmul::serves(&x.device()) {
-        super::matmul::matmul(x, w, false)
+        let out = super::matmul::matmul(x, w, bf16);
+        match bias {
+            Some(b) => out + b.unsqueeze::<D>(),
+            None => out,
+        }
     } else {
-        linear(x, w, None)
+        linear(x, w, bias)
     }
 }
 
@@ -150,8 +152,8 @@ impl Projection {
             if part.start > at {
                 pieces.push(out.clone().narrow(D - 1, at, part.start - at).zeros_like());
             }
-            let low = product(x.clone(), part.a.val());
-            pieces.push(product(low, part.b.val()) * part.scale);
+            let low = product(x.clone(), part.a.val(), None, false);
+            pieces.push(product(low, part.b.val(), None, false) * part.scale);
             at = part.start + part.width;
         }
         if at < total {

@@ -1,6 +1,6 @@
 //! Small CPU helpers of the fused operations ([`super::fused_attention`],
-//! [`super::swiglu`], [`super::decode_attention`]): a vectorised `exp`, operands made
-//! contiguous, and output tensors.
+//! [`super::swiglu`], [`super::decode_attention`], and the trainer's AdamW): a vectorised
+//! `exp`, operands made contiguous, and output tensors.
 
 #![allow(unsafe_code)] // The AVX-512 build of the `exp` loop, called where the CPU has it.
 
@@ -10,7 +10,7 @@ use burn::tensor::{Shape, TensorData};
 /// A zeroed, contiguous f32 tensor of `shape`, for an operation's output.
 /// `FlexTensor::empty` zeroes a byte buffer and then copies it into a new one to align it
 /// (`Bytes::from_bytes_vec`); here the `f32` vector is the tensor's buffer.
-pub(super) fn zeros(shape: Shape) -> FlexTensor {
+pub(crate) fn zeros(shape: Shape) -> FlexTensor {
     let n = shape.num_elements();
     FlexTensor::from_data(TensorData::new(vec![0f32; n], shape))
 }

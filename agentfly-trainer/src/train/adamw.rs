@@ -6,6 +6,7 @@
 //! [`AdamWState`], so checkpoints are the same either way; tensors on other backends go
 //! through Burn's `AdamW`.
 
+use crate::model::vector::zeros;
 use burn::backend::flex::FlexTensor;
 use burn::backend::{BackendTensor, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind};
 use burn::optim::{AdamW, AdamWConfig, AdamWState, AdaptiveMomentumState, LearningRate, Optimizer};
@@ -126,11 +127,8 @@ impl Optimizer for FusedAdamW {
                 return self.on_burn(lr, wrap(param), wrap(grad), time, moments);
             }
             None => {
-                let zeros = || {
-                    let shape = param.layout().shape().clone();
-                    FlexTensor::from_data(TensorData::new(vec![0f32; shape.num_elements()], shape))
-                };
-                (zeros(), zeros())
+                let shape = param.layout().shape();
+                (zeros(shape.clone()), zeros(shape.clone()))
             }
         };
         let mut param = owned(param);
