@@ -149,6 +149,7 @@ fn main() {
                 ids: ids.clone(),
                 positions: pos.clone(),
                 mask: None,
+                windows: None,
             },
             &model.rope,
             None,

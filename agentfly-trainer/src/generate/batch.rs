@@ -468,6 +468,7 @@ impl<K> DecodeBatch<K> {
                 ids: int_tensor(next_ids, [slots, 1], &device),
                 positions: int_tensor(positions, [slots, 1], &device),
                 mask: Some(bool_tensor(mask, [slots, 1, 1, keys], &device)),
+                windows: None,
             },
             &model.rope,
             Some(&mut self.cache),

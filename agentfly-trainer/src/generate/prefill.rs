@@ -2,7 +2,7 @@
 //! after cached prefixes of them, right-padded into one pass.
 
 use crate::Pretrained;
-use crate::model::{ForwardInput, KvCache};
+use crate::model::{ForwardInput, KvCache, Window};
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 
 pub(super) fn int_tensor<const D: usize>(
@@ -43,8 +43,14 @@ pub(super) fn prefill(model: &Pretrained, prompts: &[&[u32]]) -> (KvCache, Tenso
     let mut ids = Vec::with_capacity(rows * len);
     let mut positions = Vec::with_capacity(rows * len);
     let mut mask = Vec::with_capacity(rows * len * len);
+    let mut windows = Vec::with_capacity(rows);
     for prompt in &unique {
         let pad = len - prompt.len();
+        windows.push(Window {
+            queries_from: pad,
+            keys_from: pad,
+            prefix: 0,
+        });
         ids.extend(std::iter::repeat_n(0, pad).chain(prompt.iter().map(|&t| t as i64)));
         positions.extend((0..len).map(|i| i.saturating_sub(pad) as i64));
         for q in 0..len {
@@ -58,6 +64,7 @@ pub(super) fn prefill(model: &Pretrained, prompts: &[&[u32]]) -> (KvCache, Tenso
             ids: int_tensor(ids, [rows, len], &device),
             positions: int_tensor(positions, [rows, len], &device),
             mask: Some(bool_tensor(mask, [rows, 1, len, len], &device)),
+            windows: Some(windows),
         },
         &model.rope,
         Some(&mut cache),
@@ -114,12 +121,19 @@ pub(super) fn prefill_after(model: &Pretrained, rows: Vec<After<'_>>) -> (KvCach
         }
         ends.push((i * len + tokens.len() - 1) as i64);
     }
+    let windows = starts.iter().map(|&prefix| Window {
+        queries_from: 0,
+        keys_from: 0,
+        prefix,
+    });
+    let windows = Some(windows.collect());
     cache.write_at(starts);
     let hidden = model.decoder.hidden(
         ForwardInput {
             ids: int_tensor(ids, [n, len], &device),
             positions: int_tensor(positions, [n, len], &device),
             mask: Some(bool_tensor(mask, [n, 1, len, keys], &device)),
+            windows,
         },
         &model.rope,
         Some(&mut cache),

@@ -1,10 +1,60 @@
 //! Causal self-attention for passes without a cache (training, scoring), one block of query
 //! rows at a time, optionally after keys and values that every query row sees (a prefix
-//! shared by the batch's rows, [`super::Decoder::hidden_after_prefix`]).
+//! shared by the batch's rows, [`super::Decoder::hidden_after_prefix`]); and the engine's
+//! padded passes with a cache as causal windows of each row ([`Window`]).
 
 use super::fused_attention;
 use burn::tensor::activation::softmax;
 use burn::tensor::{Tensor, TensorData};
+
+/// Where one row's attention in a padded pass with a cache is plainly causal: its query
+/// rows from `queries_from` on (those before are padding, their output unread) see the
+/// keys from `keys_from` on, of which the first `prefix` come before the queries' own.
+/// Query row `queries_from + i` sees keys `keys_from..=keys_from + prefix + i`, so this
+/// says what the pass's mask says, in a form the CPU's fused attention takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// The row's first real query.
+    pub queries_from: usize,
+    /// The key of the row's first visible position.
+    pub keys_from: usize,
+    /// The visible keys before the first real query's own.
+    pub prefix: usize,
+}
+
+/// Attention of each row of `q` `[batch, heads, len, d]` in its [`Window`] of `k` and `v`
+/// `[batch, kv_heads, capacity, d]`, one fused causal operation a row; padding query rows
+/// get zeros.
+///
+/// # Panics
+/// Unless [`fused_attention::serves`] says yes for the tensors' device, or where a window
+/// reaches past the capacity.
+pub(super) fn windowed(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    group: usize,
+    windows: &[Window],
+) -> Tensor<4> {
+    let [batch, heads, len, hd] = q.dims();
+    assert_eq!(windows.len(), batch, "one window per row");
+    let outs = windows.iter().enumerate().map(|(i, w)| {
+        let rows = len - w.queries_from;
+        let keys = |t: &Tensor<4>| {
+            t.clone()
+                .narrow(0, i, 1)
+                .narrow(2, w.keys_from, w.prefix + rows)
+        };
+        let q = q.clone().narrow(0, i, 1).narrow(2, w.queries_from, rows);
+        let out = fused_attention::causal(q, keys(&k), keys(&v), group, w.prefix);
+        if w.queries_from == 0 {
+            return out;
+        }
+        let padding = Tensor::zeros([1, heads, w.queries_from, hd], &out.device());
+        Tensor::cat(vec![padding, out], 2)
+    });
+    Tensor::cat(outs.collect(), 0)
+}
 
 /// Query rows per block of [`causal_attention`].
 const ATTENTION_BLOCK: usize = 128;
@@ -87,7 +137,7 @@ mod tests {
     use super::*;
     use burn::tensor::module::attention;
     use burn::tensor::ops::AttentionModuleOptions;
-    use burn::tensor::{Device, Distribution};
+    use burn::tensor::{Bool, Device, Distribution};
 
     /// Keys and values repeated per query head, for the reference attention.
     fn repeat(t: Tensor<4>, group: usize) -> Tensor<4> {
@@ -134,5 +184,54 @@ mod tests {
         let got = causal_attention(q.narrow(2, prefix, len), k, v, group, prefix);
         let diff = (got - want).abs().max().into_scalar::<f32>();
         assert!(diff < 1e-5, "largest difference {diff}");
+    }
+
+    #[test]
+    fn windowed_rows_equal_the_masked_pass_they_stand_for() {
+        let device = Device::flex();
+        let (kv, group, len, capacity, d) = (2, 3, 70, 200, 16);
+        // A left-padded first prompt, a row after 57 cached keys, an unpadded prompt.
+        let windows = [(5, 5, 0), (0, 0, 57), (0, 0, 0)].map(|(q, k, p)| Window {
+            queries_from: q,
+            keys_from: k,
+            prefix: p,
+        });
+        let batch = windows.len();
+        let normal = Distribution::Normal(0.0, 1.0);
+        let q = Tensor::<4>::random([batch, kv * group, len, d], normal, &device);
+        let k = Tensor::<4>::random([batch, kv, capacity, d], normal, &device);
+        let v = Tensor::<4>::random([batch, kv, capacity, d], normal, &device);
+        let hidden: Vec<bool> = windows
+            .iter()
+            .flat_map(|w| {
+                (0..len).flat_map(move |i| {
+                    // A padding query sees only its own key, as the engine's masks say.
+                    let seen = move |c: usize| match i.checked_sub(w.queries_from) {
+                        Some(r) => c >= w.keys_from && c <= w.keys_from + w.prefix + r,
+                        None => c == i,
+                    };
+                    (0..capacity).map(move |c| !seen(c))
+                })
+            })
+            .collect();
+        let mask = Tensor::<4, Bool>::from_data(
+            TensorData::new(hidden, [batch, 1, len, capacity]),
+            &device,
+        )
+        .expand([batch, kv * group, len, capacity]);
+        let options = AttentionModuleOptions {
+            scale: None,
+            softcap: None,
+            is_causal: false,
+        };
+        let (rk, rv) = (repeat(k.clone(), group), repeat(v.clone(), group));
+        let want = attention(q.clone(), rk, rv, Some(mask), None, options);
+        let got = windowed(q, k, v, group, &windows);
+        for (i, w) in windows.iter().enumerate() {
+            let rows = len - w.queries_from;
+            let part = |t: &Tensor<4>| t.clone().narrow(0, i, 1).narrow(2, w.queries_from, rows);
+            let diff = (part(&got) - part(&want)).abs().max().into_scalar::<f32>();
+            assert!(diff < 1e-5, "row {i}: largest difference {diff}");
+        }
     }
 }

@@ -3,12 +3,12 @@
 //! MLP → residual), a final RMSNorm and the output projection (tied to the embedding or
 //! not). Reference: transformers' `modeling_llama.py` / `modeling_qwen2.py`.
 
-use super::attention::causal_attention;
+use super::attention::{Window, causal_attention, windowed};
 use super::decode_attention::{self, prefix_lengths, stacked};
-use super::fused_qkv;
 use super::packed::PackedWeight;
 use super::projection::{Projection, packed_product};
 use super::{KvCache, ModelConfig, Rope};
+use super::{fused_attention, fused_qkv};
 use crate::error::ModelError;
 use crate::io::{HostTensor, Weights};
 use burn::module::{Module, Param};
@@ -116,6 +116,10 @@ pub struct ForwardInput {
     /// `[batch, 1, len, keys]` true where a query must not see a key; `None` for a plain
     /// causal pass without padding or cache.
     pub mask: Option<Tensor<4, Bool>>,
+    /// The mask again as each row's causal [`Window`], where it is one, for a pass of
+    /// several tokens with a cache: on the CPU the attention then takes the fused causal
+    /// operation a row instead of the masked product.
+    pub windows: Option<Vec<Window>>,
 }
 
 fn param<const D: usize>(t: HostTensor, shape: [usize; D], device: &Device) -> Param<Tensor<D>> {
@@ -391,6 +395,7 @@ impl Decoder {
                 &cos,
                 &sin,
                 input.mask.clone(),
+                input.windows.as_deref(),
                 cache.as_deref_mut(),
                 l,
             );
@@ -409,6 +414,7 @@ impl Decoder {
                 ids,
                 positions,
                 mask: None,
+                windows: None,
             },
             rope,
             None,
@@ -462,6 +468,7 @@ impl Attention {
         cos: &Tensor<4>,
         sin: &Tensor<4>,
         mask: Option<Tensor<4, Bool>>,
+        windows: Option<&[Window]>,
         cache: Option<&mut KvCache>,
         layer: usize,
     ) -> Tensor<3> {
@@ -476,10 +483,15 @@ impl Attention {
             return self.o.forward(out);
         }
         let (q, k, v) = self.project(x, rope, cos, sin);
+        let group = self.heads / self.kv_heads;
+        let windows = windows.filter(|_| len > 1 && fused_attention::serves(&q.device()));
         let (k, v, mask) = match (cache, mask) {
             // The cache's whole buffers, their unused positions masked: no copy.
             (Some(cache), Some(mask)) => {
                 let (k, v, valid) = cache.append(layer, k, v);
+                if let Some(windows) = windows {
+                    return self.output(windowed(q, k, v, group, windows));
+                }
                 let spare = k.dims()[2] - valid;
                 let mask = if spare > 0 {
                     let [b, h, q, _] = mask.dims();
@@ -497,7 +509,6 @@ impl Attention {
             (None, mask) => (k, v, mask),
         };
         let keys = k.dims()[2];
-        let group = self.heads / self.kv_heads;
         let options = |is_causal| AttentionModuleOptions {
             scale: None,
             softcap: None,

@@ -18,6 +18,7 @@ mod shared_prefix;
 mod swiglu;
 pub(crate) mod vector;
 
+pub use attention::Window;
 pub use cache::KvCache;
 pub use config::{Family, ModelConfig};
 pub use decoder::{Attention, Block, Decoder, ForwardInput, Mlp, RmsNorm};
