@@ -120,6 +120,9 @@ pub(crate) fn stacked(mask: Tensor<4, Bool>, kv_heads: usize, group: usize) -> T
         .reshape([batch, kv_heads, group * len, keys])
 }
 
+/// Keys prefetched ahead of the one scored.
+const PREFETCH_ROWS: usize = 8;
+
 /// The most query heads per key/value head served (SmolLM2: 3, Qwen2.5: up to 7).
 const MAX_GROUP: usize = 16;
 
@@ -199,7 +202,20 @@ impl Row<'_> {
             }
         }
         let mut scores = vec![0f32; G * len];
+        let ahead = |s: &[f32], at: usize| {
+            if at < s.len() {
+                // SAFETY: a prefetch of an address within the slice.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(s.as_ptr().add(at).cast()) };
+            }
+        };
         for j in 0..len {
+            // The keys a few rows on, and this row's values for the second pass: both
+            // streams in flight from the start, where the hardware's prefetcher would
+            // wait to see each (a few hundred keys are short streams).
+            for line in 0..C {
+                ahead(keys, (j + PREFETCH_ROWS) * d + 16 * line);
+                ahead(values, j * d + 16 * line);
+            }
             let k: [__m512; C] = std::array::from_fn(|c| load(keys, j * d + 16 * c));
             for (g, q) in q.iter().enumerate() {
                 let mut acc = _mm512_mul_ps(q[0], k[0]);

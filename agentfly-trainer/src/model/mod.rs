@@ -5,7 +5,7 @@ mod attention;
 pub mod bf16;
 mod cache;
 mod config;
-mod decode_attention;
+pub mod decode_attention;
 mod decoder;
 mod fused_attention;
 mod fused_qkv;
