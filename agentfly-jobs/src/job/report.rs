@@ -67,7 +67,14 @@ pub fn write(job: &Job) -> Result<PathBuf, JobError> {
             "on every token after the prompt (mask off)"
         },
         s.seed,
-        if s.format_bonus != 0.0 {
+        if let Some(reward) = &s.reward {
+            let bonus = if s.format_bonus != 0.0 {
+                format!(", shaped with a format bonus of {}", s.format_bonus)
+            } else {
+                String::new()
+            };
+            format!("; reward `{reward}`{bonus} (accuracy counts its `correct` metric)")
+        } else if s.format_bonus != 0.0 {
             format!(
                 "; reward shaped with a format bonus of {} (accuracy counts exact answers only)",
                 s.format_bonus
