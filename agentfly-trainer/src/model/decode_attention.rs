@@ -120,6 +120,15 @@ pub(crate) fn stacked(mask: Tensor<4, Bool>, kv_heads: usize, group: usize) -> T
         .reshape([batch, kv_heads, group * len, keys])
 }
 
+/// Each row of `len` scores in `scores` replaced by `exp(score − the row's max)`, and
+/// `inv[g]` set to one over row `g`'s sum: the softmax but for that last scaling.
+fn exponentiate(scores: &mut [f32], len: usize, inv: &mut [f32]) {
+    for (row, inv) in scores.chunks_exact_mut(len).zip(inv) {
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        *inv = 1.0 / exp_shifted(row, max);
+    }
+}
+
 /// Keys prefetched ahead of the one scored.
 const PREFETCH_ROWS: usize = 8;
 
@@ -226,10 +235,7 @@ impl Row<'_> {
             }
         }
         let mut inv = [0f32; G];
-        for (g, row) in scores.chunks_exact_mut(len).enumerate() {
-            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            inv[g] = 1.0 / exp_shifted(row, max);
-        }
+        exponentiate(&mut scores, len, &mut inv);
         let mut acc = [[_mm512_setzero_ps(); C]; G];
         for j in 0..len {
             let v: [__m512; C] = std::array::from_fn(|c| load(values, j * d + 16 * c));
@@ -266,10 +272,7 @@ impl Row<'_> {
             }
         }
         let mut inv = [0f32; MAX_GROUP];
-        for (g, row) in scores.chunks_exact_mut(len).enumerate() {
-            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            inv[g] = 1.0 / exp_shifted(row, max);
-        }
+        exponentiate(&mut scores, len, &mut inv);
         out.fill(0.0);
         for (j, value) in values.chunks_exact(d).enumerate() {
             for (g, o) in out.chunks_exact_mut(d).enumerate() {
