@@ -148,7 +148,6 @@ fn main() {
             agentfly_trainer::model::ForwardInput {
                 ids: ids.clone(),
                 positions: pos.clone(),
-                mask: None,
                 windows: None,
             },
             &model.rope,

@@ -5,12 +5,12 @@
 //! Identical prompts (the n chains of one sample) are prefilled once and their cache rows
 //! copied.
 
-use super::prefill::{After, bool_tensor, int_tensor, prefill, prefill_after};
+use super::prefill::{After, int_tensor, prefill, prefill_after};
 use super::prefix::PrefixCache;
 use super::sampling::{hits_stop_string, sample_rows};
 use super::{Sampler, SamplingParams};
 use crate::Pretrained;
-use crate::model::{ForwardInput, KvCache};
+use crate::model::{ForwardInput, KvCache, Window};
 use agentfly_core::chat::Tokenizer;
 use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};
@@ -456,19 +456,20 @@ impl<K> DecodeBatch<K> {
             .map(|s| s.as_ref().map_or(0, |r| r.next_pos))
             .collect();
         self.cache.reserve(at.iter().max().map_or(1, |p| p + 1));
-        let keys = self.cache.capacity();
-        let mask: Vec<bool> = at
-            .iter()
-            .flat_map(|&p| (0..keys).map(move |k| k > p))
-            .collect();
+        // Each row sees its keys up to its own position.
+        let windows = at.iter().map(|&prefix| Window {
+            queries_from: 0,
+            keys_from: 0,
+            prefix,
+        });
+        let windows = Some(windows.collect());
         let positions = at.iter().map(|&p| p as i64).collect();
         self.cache.write_at(at);
         let hidden = model.decoder.hidden(
             ForwardInput {
                 ids: int_tensor(next_ids, [slots, 1], &device),
                 positions: int_tensor(positions, [slots, 1], &device),
-                mask: Some(bool_tensor(mask, [slots, 1, 1, keys], &device)),
-                windows: None,
+                windows,
             },
             &model.rope,
             Some(&mut self.cache),

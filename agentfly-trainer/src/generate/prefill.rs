@@ -3,21 +3,13 @@
 
 use crate::Pretrained;
 use crate::model::{ForwardInput, KvCache, Window};
-use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 
 pub(super) fn int_tensor<const D: usize>(
     values: Vec<i64>,
     shape: [usize; D],
     device: &Device,
 ) -> Tensor<D, Int> {
-    Tensor::from_data(TensorData::new(values, shape), device)
-}
-
-pub(super) fn bool_tensor<const D: usize>(
-    values: Vec<bool>,
-    shape: [usize; D],
-    device: &Device,
-) -> Tensor<D, Bool> {
     Tensor::from_data(TensorData::new(values, shape), device)
 }
 
@@ -42,7 +34,6 @@ pub(super) fn prefill(model: &Pretrained, prompts: &[&[u32]]) -> (KvCache, Tenso
     let rows = unique.len();
     let mut ids = Vec::with_capacity(rows * len);
     let mut positions = Vec::with_capacity(rows * len);
-    let mut mask = Vec::with_capacity(rows * len * len);
     let mut windows = Vec::with_capacity(rows);
     for prompt in &unique {
         let pad = len - prompt.len();
@@ -53,17 +44,12 @@ pub(super) fn prefill(model: &Pretrained, prompts: &[&[u32]]) -> (KvCache, Tenso
         });
         ids.extend(std::iter::repeat_n(0, pad).chain(prompt.iter().map(|&t| t as i64)));
         positions.extend((0..len).map(|i| i.saturating_sub(pad) as i64));
-        for q in 0..len {
-            // A padding query still sees itself, so no row of the softmax is empty.
-            mask.extend((0..len).map(|k| k > q || (k < pad && k != q)));
-        }
     }
     let mut cache = KvCache::new(model.config.num_hidden_layers);
     let hidden = model.decoder.hidden(
         ForwardInput {
             ids: int_tensor(ids, [rows, len], &device),
             positions: int_tensor(positions, [rows, len], &device),
-            mask: Some(bool_tensor(mask, [rows, 1, len, len], &device)),
             windows: Some(windows),
         },
         &model.rope,
@@ -106,19 +92,14 @@ pub(super) fn prefill_after(model: &Pretrained, rows: Vec<After<'_>>) -> (KvCach
     let tokens: Vec<&[u32]> = rows.iter().map(|r| r.tokens).collect();
     let keys = starts.iter().max().copied().unwrap_or(0) + len;
     let mut cache = KvCache::stack_rows(rows.into_iter().map(|r| (r.past, r.start)), keys);
-    let keys = cache.capacity();
     let last = model.config.max_position_embeddings.saturating_sub(1);
     let mut ids = Vec::with_capacity(n * len);
     let mut positions = Vec::with_capacity(n * len);
-    let mut mask = Vec::with_capacity(n * len * keys);
     let mut ends = Vec::with_capacity(n);
     for (i, (&start, tokens)) in starts.iter().zip(tokens).enumerate() {
         ids.extend((0..len).map(|j| tokens.get(j).map_or(0, |&t| i64::from(t))));
         // A padding query's position only rotates its own (unread) key and query.
         positions.extend((start..start + len).map(|p| p.min(last) as i64));
-        for q in 0..len {
-            mask.extend((0..keys).map(|k| k > start + q));
-        }
         ends.push((i * len + tokens.len() - 1) as i64);
     }
     let windows = starts.iter().map(|&prefix| Window {
@@ -132,7 +113,6 @@ pub(super) fn prefill_after(model: &Pretrained, rows: Vec<After<'_>>) -> (KvCach
         ForwardInput {
             ids: int_tensor(ids, [n, len], &device),
             positions: int_tensor(positions, [n, len], &device),
-            mask: Some(bool_tensor(mask, [n, 1, len, keys], &device)),
             windows,
         },
         &model.rope,

@@ -1,17 +1,20 @@
 //! Causal self-attention for passes without a cache (training, scoring), one block of query
 //! rows at a time, optionally after keys and values that every query row sees (a prefix
 //! shared by the batch's rows, [`super::Decoder::hidden_after_prefix`]); and the engine's
-//! padded passes with a cache as causal windows of each row ([`Window`]).
+//! passes with a cache — padded prompts, turns after cached prefixes, decode steps — as a
+//! causal window of each row ([`Window`], [`attend`]).
 
-use super::fused_attention;
+use super::{decode_attention, fused_attention};
 use burn::tensor::activation::softmax;
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::module::attention;
+use burn::tensor::ops::AttentionModuleOptions;
+use burn::tensor::{Bool, Tensor, TensorData};
 
-/// Where one row's attention in a padded pass with a cache is plainly causal: its query
-/// rows from `queries_from` on (those before are padding, their output unread) see the
-/// keys from `keys_from` on, of which the first `prefix` come before the queries' own.
-/// Query row `queries_from + i` sees keys `keys_from..=keys_from + prefix + i`, so this
-/// says what the pass's mask says, in a form the CPU's fused attention takes.
+/// Which keys one row of a pass with a cache sees: its query rows from `queries_from` on
+/// (those before are padding, their output unread) see the keys from `keys_from` on, of
+/// which the first `prefix` come before the queries' own. Query row `queries_from + i`
+/// sees keys `keys_from..=keys_from + prefix + i`. A decode step's row is the window
+/// `{0, 0, p}` of its one query at position `p`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Window {
     /// The row's first real query.
@@ -22,6 +25,66 @@ pub struct Window {
     pub prefix: usize,
 }
 
+impl Window {
+    /// Whether query row `q` sees key `key`. A padding query row sees only the key at its
+    /// own position, so that no row of a softmax is empty.
+    pub fn sees(&self, q: usize, key: usize) -> bool {
+        let own = (self.keys_from + self.prefix + q).saturating_sub(self.queries_from);
+        if q < self.queries_from {
+            key == own
+        } else {
+            (self.keys_from..=own).contains(&key)
+        }
+    }
+}
+
+/// Attention of each row of `q` `[batch, heads, len, d]` to the keys its [`Window`] shows
+/// of `k` and `v` `[batch, kv_heads, keys, d]` (a cache's whole buffers, positions past
+/// the windows unused). With `cpu` and on the CPU, a decode step takes
+/// [`decode_attention::attend`] and a longer pass [`windowed`]; otherwise (other backends,
+/// or `cpu` false) the windows become a mask for Burn's attention, the query heads that
+/// share a key/value head stacked as rows so that keys and values are never copied per
+/// head.
+pub(super) fn attend(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    group: usize,
+    windows: &[Window],
+    cpu: bool,
+) -> Tensor<4> {
+    let [batch, heads, len, hd] = q.dims();
+    assert_eq!(windows.len(), batch, "one window per row");
+    let kv_heads = heads / group;
+    let device = q.device();
+    if cpu && len > 1 && fused_attention::serves(&device) {
+        return windowed(q, k, v, group, windows);
+    }
+    let q = q.reshape([batch, kv_heads, group * len, hd]);
+    let prefixes = windows
+        .iter()
+        .all(|w| w.keys_from == 0 && w.queries_from == 0);
+    if cpu && len == 1 && prefixes && decode_attention::serves(&device) {
+        let lengths = windows.iter().map(|w| w.prefix + 1).collect();
+        return decode_attention::attend(q, k, v, lengths).reshape([batch, heads, 1, hd]);
+    }
+    let keys = k.dims()[2];
+    let hidden: Vec<bool> = windows
+        .iter()
+        .flat_map(|w| (0..len).flat_map(move |q| (0..keys).map(move |c| !w.sees(q, c))))
+        .collect();
+    let mask = TensorData::new(hidden, [batch, 1, 1, len, keys]);
+    let mask = Tensor::<5, Bool>::from_data(mask, &device)
+        .expand([batch, kv_heads, group, len, keys])
+        .reshape([batch, kv_heads, group * len, keys]);
+    let options = AttentionModuleOptions {
+        scale: None,
+        softcap: None,
+        is_causal: false,
+    };
+    attention(q, k, v, Some(mask), None, options).reshape([batch, heads, len, hd])
+}
+
 /// Attention of each row of `q` `[batch, heads, len, d]` in its [`Window`] of `k` and `v`
 /// `[batch, kv_heads, capacity, d]`, one fused causal operation a row; padding query rows
 /// get zeros.
@@ -29,7 +92,7 @@ pub struct Window {
 /// # Panics
 /// Unless [`fused_attention::serves`] says yes for the tensors' device, or where a window
 /// reaches past the capacity.
-pub(super) fn windowed(
+fn windowed(
     q: Tensor<4>,
     k: Tensor<4>,
     v: Tensor<4>,
@@ -186,52 +249,98 @@ mod tests {
         assert!(diff < 1e-5, "largest difference {diff}");
     }
 
-    #[test]
-    fn windowed_rows_equal_the_masked_pass_they_stand_for() {
-        let device = Device::flex();
-        let (kv, group, len, capacity, d) = (2, 3, 70, 200, 16);
-        // A left-padded first prompt, a row after 57 cached keys, an unpadded prompt.
-        let windows = [(5, 5, 0), (0, 0, 57), (0, 0, 0)].map(|(q, k, p)| Window {
-            queries_from: q,
-            keys_from: k,
-            prefix: p,
-        });
-        let batch = windows.len();
-        let normal = Distribution::Normal(0.0, 1.0);
-        let q = Tensor::<4>::random([batch, kv * group, len, d], normal, &device);
-        let k = Tensor::<4>::random([batch, kv, capacity, d], normal, &device);
-        let v = Tensor::<4>::random([batch, kv, capacity, d], normal, &device);
+    /// Burn's attention with the mask that each row's window stands for, written out
+    /// independently of [`Window::sees`]: query row `i` sees keys `keys_from..=keys_from +
+    /// prefix + i - queries_from`, a padding query row only the key at its own position.
+    fn masked_reference(
+        q: Tensor<4>,
+        k: Tensor<4>,
+        v: Tensor<4>,
+        group: usize,
+        windows: &[Window],
+    ) -> Tensor<4> {
+        let [batch, heads, len, _] = q.dims();
+        let capacity = k.dims()[2];
         let hidden: Vec<bool> = windows
             .iter()
             .flat_map(|w| {
                 (0..len).flat_map(move |i| {
-                    // A padding query sees only its own key, as the engine's masks say.
                     let seen = move |c: usize| match i.checked_sub(w.queries_from) {
                         Some(r) => c >= w.keys_from && c <= w.keys_from + w.prefix + r,
-                        None => c == i,
+                        None => c + w.queries_from == w.keys_from + w.prefix + i,
                     };
                     (0..capacity).map(move |c| !seen(c))
                 })
             })
             .collect();
-        let mask = Tensor::<4, Bool>::from_data(
-            TensorData::new(hidden, [batch, 1, len, capacity]),
-            &device,
-        )
-        .expand([batch, kv * group, len, capacity]);
+        let mask = TensorData::new(hidden, [batch, 1, len, capacity]);
+        let mask = Tensor::<4, Bool>::from_data(mask, &q.device());
         let options = AttentionModuleOptions {
             scale: None,
             softcap: None,
             is_causal: false,
         };
-        let (rk, rv) = (repeat(k.clone(), group), repeat(v.clone(), group));
-        let want = attention(q.clone(), rk, rv, Some(mask), None, options);
-        let got = windowed(q, k, v, group, &windows);
-        for (i, w) in windows.iter().enumerate() {
-            let rows = len - w.queries_from;
-            let part = |t: &Tensor<4>| t.clone().narrow(0, i, 1).narrow(2, w.queries_from, rows);
-            let diff = (part(&got) - part(&want)).abs().max().into_scalar::<f32>();
-            assert!(diff < 1e-5, "row {i}: largest difference {diff}");
+        let mask = mask.expand([batch, heads, len, capacity]);
+        attention(
+            q,
+            repeat(k, group),
+            repeat(v, group),
+            Some(mask),
+            None,
+            options,
+        )
+    }
+
+    /// `attend` on the CPU's own operations and on Burn's masked attention, against the
+    /// reference, on every row's real query rows.
+    fn attend_equals_the_masked_reference(windows: &[Window], len: usize) {
+        let device = Device::flex();
+        let (kv, group, capacity, d) = (2, 3, 200, 16);
+        let batch = windows.len();
+        let normal = Distribution::Normal(0.0, 1.0);
+        let q = Tensor::<4>::random([batch, kv * group, len, d], normal, &device);
+        let k = Tensor::<4>::random([batch, kv, capacity, d], normal, &device);
+        let v = Tensor::<4>::random([batch, kv, capacity, d], normal, &device);
+        let want = masked_reference(q.clone(), k.clone(), v.clone(), group, windows);
+        for cpu in [true, false] {
+            let got = attend(q.clone(), k.clone(), v.clone(), group, windows, cpu);
+            for (i, w) in windows.iter().enumerate() {
+                let rows = len - w.queries_from;
+                let part =
+                    |t: &Tensor<4>| t.clone().narrow(0, i, 1).narrow(2, w.queries_from, rows);
+                let diff = (part(&got) - part(&want)).abs().max().into_scalar::<f32>();
+                assert!(diff < 1e-5, "cpu {cpu}, row {i}: largest difference {diff}");
+            }
         }
+    }
+
+    fn windows(rows: &[(usize, usize, usize)]) -> Vec<Window> {
+        rows.iter()
+            .map(|&(queries_from, keys_from, prefix)| Window {
+                queries_from,
+                keys_from,
+                prefix,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn windowed_rows_equal_the_masked_pass_they_stand_for() {
+        // A left-padded first prompt, a row after 57 cached keys, an unpadded prompt.
+        attend_equals_the_masked_reference(&windows(&[(5, 5, 0), (0, 0, 57), (0, 0, 0)]), 70);
+    }
+
+    #[test]
+    fn a_decode_step_sees_each_rows_prefix_of_the_cache() {
+        // A free slot (its one key), rows deep into the cache, one at its last position.
+        let steps = windows(&[(0, 0, 0), (0, 0, 63), (0, 0, 150), (0, 0, 199)]);
+        attend_equals_the_masked_reference(&steps, 1);
+    }
+
+    #[test]
+    fn a_padding_query_sees_only_its_own_key() {
+        let w = windows(&[(3, 3, 0)])[0];
+        assert!((0..10).all(|c| w.sees(1, c) == (c == 1)));
+        assert!((0..10).all(|c| w.sees(4, c) == (3..=4).contains(&c)));
     }
 }

@@ -13,7 +13,7 @@ use super::vector::{contiguous, exp_shifted, zeros};
 use burn::backend::flex::{Flex, FlexTensor};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Dispatch, backend_extension};
-use burn::tensor::{Bool, Device, Shape, Tensor};
+use burn::tensor::{Device, Shape, Tensor};
 use rayon::prelude::*;
 
 /// Whether [`attend`] runs on `device`: the plain flex (CPU) device.
@@ -92,32 +92,6 @@ impl DecodeAttention for Flex {
             .for_each(|(pair, out)| row.attend(pair, lengths[pair / heads], out));
         out
     }
-}
-
-/// The number of leading visible keys of each row of a decode step's mask `[batch, 1, 1,
-/// keys]` (true: hidden), where every row's visible keys are a prefix; `None` otherwise.
-pub(crate) fn prefix_lengths(mask: &Tensor<4, Bool>) -> Option<Vec<usize>> {
-    let [_, heads, queries, keys] = mask.dims();
-    if heads != 1 || queries != 1 || keys == 0 {
-        return None;
-    }
-    let hidden = mask.clone().into_data().try_to_vec::<bool>().ok()?;
-    hidden
-        .chunks_exact(keys)
-        .map(|row| {
-            let len = row.iter().take_while(|h| !**h).count();
-            (len > 0 && row[len..].iter().all(|h| *h)).then_some(len)
-        })
-        .collect()
-}
-
-/// A mask `[batch, heads, len, keys]` (`heads` 1 or the key/value heads) for the query
-/// heads stacked as rows per key/value head: `[batch, kv_heads, group × len, keys]`.
-pub(crate) fn stacked(mask: Tensor<4, Bool>, kv_heads: usize, group: usize) -> Tensor<4, Bool> {
-    let [batch, _, len, keys] = mask.dims();
-    mask.unsqueeze_dim::<5>(2)
-        .expand([batch, kv_heads, group, len, keys])
-        .reshape([batch, kv_heads, group * len, keys])
 }
 
 /// Each row of `len` scores in `scores` replaced by `exp(score − the row's max)`, and
@@ -314,7 +288,7 @@ mod tests {
     use super::*;
     use burn::tensor::module::attention;
     use burn::tensor::ops::AttentionModuleOptions;
-    use burn::tensor::{Distribution, TensorData};
+    use burn::tensor::{Bool, Distribution, TensorData};
 
     #[test]
     fn equals_flex_attention_with_the_ragged_mask() {

@@ -3,19 +3,18 @@
 //! MLP → residual), a final RMSNorm and the output projection (tied to the embedding or
 //! not). Reference: transformers' `modeling_llama.py` / `modeling_qwen2.py`.
 
-use super::attention::{Window, causal_attention, windowed};
-use super::decode_attention::{self, prefix_lengths, stacked};
+use super::attention::{self, Window, causal_attention};
+use super::fused_qkv;
 use super::packed::PackedWeight;
 use super::projection::{Projection, packed_product};
 use super::{KvCache, ModelConfig, Rope};
-use super::{fused_attention, fused_qkv};
 use crate::error::ModelError;
 use crate::io::{HostTensor, Weights};
 use burn::module::{Module, Param};
 use burn::tensor::activation::silu;
-use burn::tensor::module::{attention, embedding, linear};
+use burn::tensor::module::{embedding, linear};
 use burn::tensor::ops::AttentionModuleOptions;
-use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 use std::sync::Arc;
 
 /// Rows from which the tied vocabulary projection on the CPU is one product reading the
@@ -105,20 +104,16 @@ pub(super) fn positions(start: usize, len: usize, batch: usize, device: &Device)
         .expand([batch, len])
 }
 
-/// What one forward pass needs besides the ids: where each token sits and which keys are
-/// padding.
+/// What one forward pass needs besides the ids: where each token sits and which keys each
+/// row sees.
 #[derive(Debug, Clone)]
 pub struct ForwardInput {
     /// `[batch, len]` token ids.
     pub ids: Tensor<2, Int>,
     /// `[batch, len]` rotary positions.
     pub positions: Tensor<2, Int>,
-    /// `[batch, 1, len, keys]` true where a query must not see a key; `None` for a plain
-    /// causal pass without padding or cache.
-    pub mask: Option<Tensor<4, Bool>>,
-    /// The mask again as each row's causal [`Window`], where it is one, for a pass of
-    /// several tokens with a cache: on the CPU the attention then takes the fused causal
-    /// operation a row instead of the masked product.
+    /// Each row's [`Window`] of the cache's keys (padded prompts, turns after cached
+    /// prefixes, decode steps); `None` for a plain causal pass over all the keys.
     pub windows: Option<Vec<Window>>,
 }
 
@@ -394,7 +389,6 @@ impl Decoder {
                 rope,
                 &cos,
                 &sin,
-                input.mask.clone(),
                 input.windows.as_deref(),
                 cache.as_deref_mut(),
                 l,
@@ -413,7 +407,6 @@ impl Decoder {
             ForwardInput {
                 ids,
                 positions,
-                mask: None,
                 windows: None,
             },
             rope,
@@ -467,14 +460,13 @@ impl Attention {
         rope: &Rope,
         cos: &Tensor<4>,
         sin: &Tensor<4>,
-        mask: Option<Tensor<4, Bool>>,
         windows: Option<&[Window]>,
         cache: Option<&mut KvCache>,
         layer: usize,
     ) -> Tensor<3> {
         let [batch, len, _] = x.dims();
         let hd = self.head_dim;
-        if cache.is_none() && mask.is_none() && len > 1 && fused_qkv::serves(&x.device()) {
+        if cache.is_none() && windows.is_none() && len > 1 && fused_qkv::serves(&x.device()) {
             // The plain causal pass on the CPU: split, rotation, attention and the heads'
             // transpose in one operation.
             let table = |t: &Tensor<4>| t.clone().reshape([batch, len, hd]);
@@ -484,55 +476,30 @@ impl Attention {
         }
         let (q, k, v) = self.project(x, rope, cos, sin);
         let group = self.heads / self.kv_heads;
-        let windows = windows.filter(|_| len > 1 && fused_attention::serves(&q.device()));
-        let (k, v, mask) = match (cache, mask) {
-            // The cache's whole buffers, their unused positions masked: no copy.
-            (Some(cache), Some(mask)) => {
-                let (k, v, valid) = cache.append(layer, k, v);
-                if let Some(windows) = windows {
-                    return self.output(windowed(q, k, v, group, windows));
-                }
-                let spare = k.dims()[2] - valid;
-                let mask = if spare > 0 {
-                    let [b, h, q, _] = mask.dims();
-                    let unused = Tensor::<4, Bool>::full([b, h, q, spare], true, &mask.device());
-                    Tensor::cat(vec![mask, unused], 3)
+        let (k, v, valid) = match cache {
+            Some(cache) => cache.append(layer, k, v),
+            None => {
+                let keys = k.dims()[2];
+                (k, v, keys)
+            }
+        };
+        let out = match windows {
+            // The cache's whole buffers, each row seeing its window of them: no copy.
+            Some(windows) => attention::attend(q, k, v, group, windows, true),
+            // A plain causal pass over the keys written so far (scoring, training).
+            None => {
+                let (k, v) = (k.narrow(2, 0, valid), v.narrow(2, 0, valid));
+                if len > 1 && valid == len {
+                    causal_attention(q, k, v, group, 0)
                 } else {
-                    mask
-                };
-                (k, v, Some(mask))
-            }
-            (Some(cache), None) => {
-                let (k, v, valid) = cache.append(layer, k, v);
-                (k.narrow(2, 0, valid), v.narrow(2, 0, valid), None)
-            }
-            (None, mask) => (k, v, mask),
-        };
-        let keys = k.dims()[2];
-        let options = |is_causal| AttentionModuleOptions {
-            scale: None,
-            softcap: None,
-            is_causal,
-        };
-        let out = match mask {
-            // With an explicit mask, the query heads sharing a key/value head are stacked
-            // as extra query rows, so keys and values are never copied per head.
-            Some(mask) => {
-                // A decode step on the CPU: each row sees a prefix of its slot's keys.
-                let decode = len == 1 && decode_attention::serves(&q.device());
-                let q = q.reshape([batch, self.kv_heads, group * len, hd]);
-                match decode.then(|| prefix_lengths(&mask)).flatten() {
-                    Some(lengths) => decode_attention::attend(q, k, v, lengths),
-                    None => {
-                        let mask = stacked(mask, self.kv_heads, group);
-                        attention(q, k, v, Some(mask), None, options(false))
-                    }
+                    let options = AttentionModuleOptions {
+                        scale: None,
+                        softcap: None,
+                        is_causal: true,
+                    };
+                    burn::tensor::module::attention(q, k, v, None, None, options)
                 }
-                .reshape([batch, self.heads, len, hd])
             }
-            // The plain causal pass (scoring, training).
-            None if len > 1 && keys == len => causal_attention(q, k, v, group, 0),
-            None => attention(q, k, v, None, None, options(true)),
         };
         self.output(out)
     }
