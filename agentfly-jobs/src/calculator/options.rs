@@ -40,6 +40,9 @@ pub struct RunArgs {
     /// RL steps (default: the preset's).
     #[arg(long)]
     pub steps: Option<usize>,
+    /// RL's learning rate (default: the preset's, 2e-5, or ten times that with `--lora`).
+    #[arg(long)]
+    pub lr: Option<f64>,
     /// The seed of rollouts and data order (the problems themselves use seed 0).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,

@@ -159,6 +159,9 @@ impl Settings {
             s.sft_lr *= 10.0;
             s.lr *= 10.0;
         }
+        if let Some(lr) = args.lr {
+            s.lr = lr;
+        }
         s
     }
 
@@ -532,5 +535,18 @@ mod tests {
         let json = serde_json::to_value(Settings::textworld(&settings_args(&[]), "/m".into()));
         assert!(json.unwrap().get("reward").is_none());
         assert_eq!(settings(&["--smoke", "--steps", "5"]).steps, 5);
+        // `--lr` replaces RL's learning rate, LoRA's tenfold one too, in every job.
+        for argv in [&["--lr", "4e-5"][..], &["--lora", "--lr", "4e-5"]] {
+            let s = settings(argv);
+            let c = s.trainer_config(Path::new("/m.gguf"), Path::new(""), true);
+            assert_eq!((s.lr, c.optim.lr), (4e-5, 4e-5), "{argv:?}");
+        }
+        let args = settings_args(&["--lr", "4e-5"]);
+        assert_eq!(
+            Settings::wiki_qa(&args, "/m".into(), CallFormat::Code).lr,
+            4e-5
+        );
+        assert_eq!(Settings::textworld(&args, "/m".into()).lr, 4e-5);
+        assert_eq!(settings(&[]).lr, 2e-5);
     }
 }
