@@ -457,12 +457,7 @@ impl<K> DecodeBatch<K> {
             .collect();
         self.cache.reserve(at.iter().max().map_or(1, |p| p + 1));
         // Each row sees its keys up to its own position.
-        let windows = at.iter().map(|&prefix| Window {
-            queries_from: 0,
-            keys_from: 0,
-            prefix,
-        });
-        let windows = Some(windows.collect());
+        let windows = Some(at.iter().map(|&p| Window::after(p)).collect());
         let positions = at.iter().map(|&p| p as i64).collect();
         self.cache.write_at(at);
         let hidden = model.decoder.hidden(

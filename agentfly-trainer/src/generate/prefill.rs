@@ -102,12 +102,7 @@ pub(super) fn prefill_after(model: &Pretrained, rows: Vec<After<'_>>) -> (KvCach
         positions.extend((start..start + len).map(|p| p.min(last) as i64));
         ends.push((i * len + tokens.len() - 1) as i64);
     }
-    let windows = starts.iter().map(|&prefix| Window {
-        queries_from: 0,
-        keys_from: 0,
-        prefix,
-    });
-    let windows = Some(windows.collect());
+    let windows = Some(starts.iter().map(|&start| Window::after(start)).collect());
     cache.write_at(starts);
     let hidden = model.decoder.hidden(
         ForwardInput {

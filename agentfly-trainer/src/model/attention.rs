@@ -26,6 +26,17 @@ pub struct Window {
 }
 
 impl Window {
+    /// The window of a row whose queries follow `prefix` keys at the start of its buffer,
+    /// with no padding: a turn after its cached prefix, or a decode step at position
+    /// `prefix`.
+    pub fn after(prefix: usize) -> Self {
+        Self {
+            queries_from: 0,
+            keys_from: 0,
+            prefix,
+        }
+    }
+
     /// Whether query row `q` sees key `key`. A padding query row sees only the key at its
     /// own position, so that no row of a softmax is empty.
     pub fn sees(&self, q: usize, key: usize) -> bool {
@@ -40,41 +51,44 @@ impl Window {
 
 /// Attention of each row of `q` `[batch, heads, len, d]` to the keys its [`Window`] shows
 /// of `k` and `v` `[batch, kv_heads, keys, d]` (a cache's whole buffers, positions past
-/// the windows unused). With `cpu` and on the CPU, a decode step takes
-/// [`decode_attention::attend`] and a longer pass [`windowed`]; otherwise (other backends,
-/// or `cpu` false) the windows become a mask for Burn's attention, the query heads that
-/// share a key/value head stacked as rows so that keys and values are never copied per
-/// head.
+/// the windows unused). On the CPU a decode step takes [`decode_attention::attend`] and a
+/// longer pass [`windowed`]; other backends take [`masked`].
 pub(super) fn attend(
     q: Tensor<4>,
     k: Tensor<4>,
     v: Tensor<4>,
     group: usize,
     windows: &[Window],
-    cpu: bool,
 ) -> Tensor<4> {
     let [batch, heads, len, hd] = q.dims();
     assert_eq!(windows.len(), batch, "one window per row");
-    let kv_heads = heads / group;
     let device = q.device();
-    if cpu && len > 1 && fused_attention::serves(&device) {
+    if len > 1 && fused_attention::serves(&device) {
         return windowed(q, k, v, group, windows);
     }
-    let q = q.reshape([batch, kv_heads, group * len, hd]);
-    let prefixes = windows
-        .iter()
-        .all(|w| w.keys_from == 0 && w.queries_from == 0);
-    if cpu && len == 1 && prefixes && decode_attention::serves(&device) {
+    let prefixes = windows.iter().all(|w| *w == Window::after(w.prefix));
+    if len == 1 && prefixes && decode_attention::serves(&device) {
+        let q = q.reshape([batch, heads / group, group, hd]);
         let lengths = windows.iter().map(|w| w.prefix + 1).collect();
         return decode_attention::attend(q, k, v, lengths).reshape([batch, heads, 1, hd]);
     }
+    masked(q, k, v, group, windows)
+}
+
+/// [`attend`] through Burn's attention, the windows made a mask: the query heads that
+/// share a key/value head stacked as rows, so that keys and values are never copied per
+/// head.
+fn masked(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, group: usize, windows: &[Window]) -> Tensor<4> {
+    let [batch, heads, len, hd] = q.dims();
+    let kv_heads = heads / group;
+    let q = q.reshape([batch, kv_heads, group * len, hd]);
     let keys = k.dims()[2];
     let hidden: Vec<bool> = windows
         .iter()
         .flat_map(|w| (0..len).flat_map(move |q| (0..keys).map(move |c| !w.sees(q, c))))
         .collect();
     let mask = TensorData::new(hidden, [batch, 1, 1, len, keys]);
-    let mask = Tensor::<5, Bool>::from_data(mask, &device)
+    let mask = Tensor::<5, Bool>::from_data(mask, &q.device())
         .expand([batch, kv_heads, group, len, keys])
         .reshape([batch, kv_heads, group * len, keys]);
     let options = AttentionModuleOptions {
@@ -291,8 +305,8 @@ mod tests {
         )
     }
 
-    /// `attend` on the CPU's own operations and on Burn's masked attention, against the
-    /// reference, on every row's real query rows.
+    /// `attend` (the CPU's own operations) and `masked` (Burn's attention, as other
+    /// backends run it) against the reference, on every row's real query rows.
     fn attend_equals_the_masked_reference(windows: &[Window], len: usize) {
         let device = Device::flex();
         let (kv, group, capacity, d) = (2, 3, 200, 16);
@@ -303,7 +317,8 @@ mod tests {
         let v = Tensor::<4>::random([batch, kv, capacity, d], normal, &device);
         let want = masked_reference(q.clone(), k.clone(), v.clone(), group, windows);
         for cpu in [true, false] {
-            let got = attend(q.clone(), k.clone(), v.clone(), group, windows, cpu);
+            let way = if cpu { attend } else { masked };
+            let got = way(q.clone(), k.clone(), v.clone(), group, windows);
             for (i, w) in windows.iter().enumerate() {
                 let rows = len - w.queries_from;
                 let part =

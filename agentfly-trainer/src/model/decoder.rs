@@ -485,7 +485,7 @@ impl Attention {
         };
         let out = match windows {
             // The cache's whole buffers, each row seeing its window of them: no copy.
-            Some(windows) => attention::attend(q, k, v, group, windows, true),
+            Some(windows) => attention::attend(q, k, v, group, windows),
             // A plain causal pass over the keys written so far (scoring, training).
             None => {
                 let (k, v) = (k.narrow(2, 0, valid), v.narrow(2, 0, valid));
