@@ -41,7 +41,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub steps: Option<usize>,
     /// RL's learning rate (default: the preset's, 2e-5, or ten times that with `--lora`).
-    #[arg(long)]
+    #[arg(long, value_parser = positive_rate)]
     pub lr: Option<f64>,
     /// The seed of rollouts and data order (the problems themselves use seed 0).
     #[arg(long, default_value_t = 0)]
@@ -91,6 +91,14 @@ pub struct RunArgs {
     /// Delete the run directory's earlier results and start over.
     #[arg(long)]
     pub restart: bool,
+}
+
+/// A learning rate: a positive, finite number, refused before a run directory records it.
+fn positive_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(rate) if rate > 0.0 && rate.is_finite() => Ok(rate),
+        _ => Err(format!("`{text}` is not a positive number (e.g. 4e-5)")),
+    }
 }
 
 /// Options of `agentfly calculator ablate`.

@@ -548,5 +548,10 @@ mod tests {
         );
         assert_eq!(Settings::textworld(&args, "/m".into()).lr, 4e-5);
         assert_eq!(settings(&[]).lr, 2e-5);
+        for bad in ["0", "-1e-5", "inf", "NaN", "fast"] {
+            let parsed = Cli::try_parse_from(["x".to_string(), format!("--lr={bad}")]);
+            let err = parsed.err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains("is not a positive number"), "{bad}: {err}");
+        }
     }
 }
