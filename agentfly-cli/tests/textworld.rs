@@ -73,6 +73,9 @@ fn smoke_pipeline_plays_held_out_games() {
         );
         let calls = messages.iter().filter(|m| m["role"] == "assistant").count();
         assert!(calls >= 3, "{demo}");
+        // The gold path's opening `look around` would repeat the question: it is left out.
+        let opening = messages[1]["content"].as_str().unwrap();
+        assert!(!opening.contains("look around"), "{opening}");
         let last = messages.last().unwrap()["content"].as_str().unwrap();
         assert!(last.contains("\"name\":\"act\""), "{last}");
         assert!(

@@ -204,10 +204,12 @@ impl Settings {
     }
 
     /// The text-world job's preset, with the options' overrides: 100 held-out games (the
-    /// test fold's), 4 training games × 8 chains per step, 8 steps. SFT makes one pass over
-    /// 48 demonstrations: two passes over 32 left a nearly deterministic policy (0.03–0.05
-    /// nats per sampled token), whose groups of chains mostly played alike and taught GRPO
-    /// nothing (RESULTS.md, run 2).
+    /// test fold's), 5 steps of one round of 4 training games × 8 chains. SFT makes one pass
+    /// over 48 demonstrations: two passes over 32 left a nearly deterministic policy
+    /// (0.03–0.05 nats per sampled token), whose groups of chains mostly played alike and
+    /// taught GRPO nothing (RESULTS.md, run 2). The default fits about 30 minutes on 2
+    /// cores: a step of two rounds took ~5 minutes, the second round for the three or four
+    /// groups the first dropped, and 8 such steps alone took 40 (RESULTS.md, run 5).
     pub fn textworld(args: &RunArgs, model: PathBuf) -> Self {
         let base = Self::from_args(args, model);
         let mut s = Self {
@@ -220,7 +222,12 @@ impl Settings {
             steps: if args.full || args.smoke || args.steps.is_some() {
                 base.steps
             } else {
-                8
+                5
+            },
+            max_rounds: if args.full || args.smoke {
+                base.max_rounds
+            } else {
+                1
             },
             samples_per_step: 4,
             chains: 8,
@@ -534,6 +541,16 @@ mod tests {
         );
         let json = serde_json::to_value(Settings::textworld(&settings_args(&[]), "/m".into()));
         assert!(json.unwrap().get("reward").is_none());
+        // The text world's default: 5 steps of one round each; the other presets and
+        // `--steps` keep theirs.
+        let world = |argv: &[&str]| {
+            let s = Settings::textworld(&settings_args(argv), "/m".into());
+            (s.steps, s.max_rounds)
+        };
+        assert_eq!(world(&[]), (5, 1));
+        assert_eq!(world(&["--steps", "8"]), (8, 1));
+        assert_eq!(world(&["--full"]), (40, 3));
+        assert_eq!(world(&["--smoke"]), (2, 2));
         assert_eq!(settings(&["--smoke", "--steps", "5"]).steps, 5);
         // `--lr` replaces RL's learning rate, LoRA's tenfold one too, in every job.
         for argv in [&["--lr", "4e-5"][..], &["--lora", "--lr", "4e-5"]] {
