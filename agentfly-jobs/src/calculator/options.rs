@@ -43,6 +43,10 @@ pub struct RunArgs {
     /// RL's learning rate (default: the preset's, 2e-5, or ten times that with `--lora`).
     #[arg(long, value_parser = positive_rate)]
     pub lr: Option<f64>,
+    /// Weight of a KL penalty to the policy RL starts from (k3, in the loss; default 0:
+    /// the KL is only reported), as verl's `kl_loss_coef` and TRL's `beta`.
+    #[arg(long, value_parser = non_negative_weight, default_value_t = 0.0)]
+    pub kl_coef: f32,
     /// The seed of rollouts and data order (the problems themselves use seed 0).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -98,6 +102,14 @@ fn positive_rate(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(rate) if rate > 0.0 && rate.is_finite() => Ok(rate),
         _ => Err(format!("`{text}` is not a positive number (e.g. 4e-5)")),
+    }
+}
+
+/// A loss term's weight: a finite number, 0 or more.
+fn non_negative_weight(text: &str) -> Result<f32, String> {
+    match text.parse::<f32>() {
+        Ok(weight) if weight >= 0.0 && weight.is_finite() => Ok(weight),
+        _ => Err(format!("`{text}` is not a number of 0 or more (e.g. 0.05)")),
     }
 }
 

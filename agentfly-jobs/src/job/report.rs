@@ -61,11 +61,7 @@ pub fn write(job: &Job) -> Result<PathBuf, JobError> {
         s.chains,
         s.algorithm.name(),
         s.lr,
-        if s.mask {
-            "on the model's own tokens"
-        } else {
-            "on every token after the prompt (mask off)"
-        },
+        loss_terms(s.mask, s.kl_coef),
         s.seed,
         if let Some(reward) = &s.reward {
             let bonus = if s.format_bonus != 0.0 {
@@ -167,4 +163,31 @@ fn world_scores(evals: &[crate::report::Eval]) -> String {
         "The game's own score (the share of the task done, 0 to 1), mean over the games: {}.",
         means.join(", ")
     )
+}
+
+/// What RL's loss is taken on, and its KL penalty when it has one.
+fn loss_terms(mask: bool, kl_coef: f32) -> String {
+    let tokens = if mask {
+        "on the model's own tokens"
+    } else {
+        "on every token after the prompt (mask off)"
+    };
+    if kl_coef == 0.0 {
+        tokens.into()
+    } else {
+        format!("{tokens}, KL penalty {kl_coef} to the policy RL started from")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_loss_is_described_with_its_kl_penalty_only_when_there_is_one() {
+        assert_eq!(super::loss_terms(true, 0.0), "on the model's own tokens");
+        assert_eq!(
+            super::loss_terms(false, 0.1),
+            "on every token after the prompt (mask off), KL penalty 0.1 to the policy RL \
+             started from"
+        );
+    }
 }

@@ -57,6 +57,9 @@ pub struct Settings {
     pub max_rounds: usize,
     /// RL learning rate.
     pub lr: f64,
+    /// Weight of the KL penalty to the reference policy (`--kl-coef`; 0: reported only).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub kl_coef: f32,
     /// Seed of rollouts and data order.
     pub seed: u64,
     /// Reward shaping bonus (0: off).
@@ -87,6 +90,11 @@ pub struct Settings {
     pub rows: RowShape,
 }
 
+/// Is a weight 0 (left out of `settings.json`, so files from before it still match)?
+fn is_zero(weight: &f32) -> bool {
+    *weight == 0.0
+}
+
 impl Settings {
     /// The preset the options name, with their overrides.
     pub fn from_args(args: &RunArgs, model: PathBuf) -> Self {
@@ -109,6 +117,7 @@ impl Settings {
             chains: 4,
             max_rounds: 2,
             lr: 2e-5,
+            kl_coef: args.kl_coef,
             seed: args.seed,
             format_bonus: args.format_bonus,
             reward: args.reward.clone(),
@@ -384,6 +393,7 @@ impl Settings {
                     1
                 },
                 loss: PolicyLossConfig {
+                    kl_coef: self.kl_coef,
                     aggregation: match self.rows {
                         RowShape::Trajectory => LossAggregation::TokenMean,
                         RowShape::Turns => LossAggregation::SeqMeanTokenMean,
@@ -460,6 +470,7 @@ mod tests {
                 &["--overlap"],
                 &["--bf16"],
                 &["--llama-server"],
+                &["--kl-coef", "0.05"],
             ] {
                 let mut argv = vec!["--algorithm", algorithm, "--format-bonus", "0.1"];
                 argv.extend_from_slice(preset);
@@ -565,6 +576,18 @@ mod tests {
         );
         assert_eq!(Settings::textworld(&args, "/m".into()).lr, 4e-5);
         assert_eq!(settings(&[]).lr, 2e-5);
+        // `--kl-coef` reaches the loss (with the reference model the trainer then loads);
+        // at 0 settings.json stays as it was.
+        let c =
+            settings(&["--kl-coef", "0.05"]).trainer_config(Path::new("/m"), Path::new(""), true);
+        assert_eq!(c.train.loss.kl_coef, 0.05);
+        let json = serde_json::to_value(settings(&[])).unwrap();
+        assert!(json.get("kl_coef").is_none(), "{json}");
+        for bad in ["-0.1", "inf", "NaN", "much"] {
+            let parsed = Cli::try_parse_from(["x".to_string(), format!("--kl-coef={bad}")]);
+            let err = parsed.err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains("is not a number of 0 or more"), "{bad}: {err}");
+        }
         for bad in ["0", "-1e-5", "inf", "NaN", "fast"] {
             let parsed = Cli::try_parse_from(["x".to_string(), format!("--lr={bad}")]);
             let err = parsed.err().map(|e| e.to_string()).unwrap_or_default();
