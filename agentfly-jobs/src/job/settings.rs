@@ -218,7 +218,7 @@ impl Settings {
     /// (0.03–0.05 nats per sampled token), whose groups of chains mostly played alike and
     /// taught GRPO nothing (RESULTS.md, run 2). The default fits about 30 minutes on 2
     /// cores: a step of two rounds took ~5 minutes, the second round for the three or four
-    /// groups the first dropped, and 8 such steps alone took 40 (RESULTS.md, run 5).
+    /// groups the first dropped, so 8 such steps alone would take 40 (RESULTS.md, run 5).
     pub fn textworld(args: &RunArgs, model: PathBuf) -> Self {
         let base = Self::from_args(args, model);
         let mut s = Self {
