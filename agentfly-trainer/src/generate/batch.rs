@@ -8,7 +8,7 @@
 use super::prefill::{After, int_tensor, prefill, prefill_after};
 use super::prefix::PrefixCache;
 use super::sampling::{hits_stop_string, sample_rows};
-use super::{Sampler, SamplingParams};
+use super::{Sampler, on_pool};
 use crate::Pretrained;
 use crate::model::{ForwardInput, KvCache, Window};
 use agentfly_core::chat::Tokenizer;
@@ -218,6 +218,17 @@ impl<K> DecodeBatch<K> {
         &mut self,
         model: &Pretrained,
         sequences: Vec<(K, SequenceSpec)>,
+    ) -> Vec<(K, Generation)>
+    where
+        K: Send,
+    {
+        on_pool(|| self.admit_here(model, sequences))
+    }
+
+    fn admit_here(
+        &mut self,
+        model: &Pretrained,
+        sequences: Vec<(K, SequenceSpec)>,
     ) -> Vec<(K, Generation)> {
         let context = model.config.max_position_embeddings;
         let mut done = Vec::new();
@@ -388,6 +399,17 @@ impl<K> DecodeBatch<K> {
         &mut self,
         model: &Pretrained,
         tokenizer: Option<&Tokenizer>,
+    ) -> Vec<(K, Generation)>
+    where
+        K: Send,
+    {
+        on_pool(|| self.step_here(model, tokenizer))
+    }
+
+    fn step_here(
+        &mut self,
+        model: &Pretrained,
+        tokenizer: Option<&Tokenizer>,
     ) -> Vec<(K, Generation)> {
         let Some(logits) = self.logits.take() else {
             return Vec::new();
@@ -519,60 +541,4 @@ fn padding_groups<R>(mut hits: Vec<Hit<R>>) -> Vec<Vec<Hit<R>>> {
         }
     }
     groups
-}
-
-/// Generates a continuation of every prompt. `tokenizer` is needed only for
-/// `stop_strings`. A sequence stops with [`FinishReason::Length`] at `max_new_tokens` or
-/// when it fills the model's context, whichever comes first.
-pub fn generate(
-    model: &Pretrained,
-    prompts: &[Vec<u32>],
-    params: &SamplingParams,
-    tokenizer: Option<&Tokenizer>,
-) -> Result<Vec<Generation>, GenerateError> {
-    check_prompts(model, prompts)?;
-    let mut stop_ids = params.stop_ids.clone();
-    if !params.ignore_eos {
-        stop_ids.extend(model.eos_ids());
-    }
-    let mut batch = DecodeBatch::new();
-    let sequences = prompts
-        .iter()
-        .enumerate()
-        .map(|(i, prompt)| {
-            let spec = SequenceSpec {
-                prompt: prompt.clone(),
-                sampler: Sampler::new(params, i as u64),
-                max_new_tokens: params.max_new_tokens,
-                stop_ids: stop_ids.clone(),
-                stop_strings: params.stop_strings.clone(),
-            };
-            (i, spec)
-        })
-        .collect();
-    let mut outputs: Vec<Option<Generation>> = vec![None; prompts.len()];
-    let mut collect = |done: Vec<(usize, Generation)>| {
-        for (i, generation) in done {
-            outputs[i] = Some(generation);
-        }
-    };
-    collect(batch.admit(model, sequences));
-    while !batch.is_empty() {
-        collect(batch.step(model, tokenizer));
-    }
-    let outputs: Vec<Generation> = outputs
-        .into_iter()
-        .map(|g| g.expect("every sequence finishes"))
-        .collect();
-    if let Some((index, g)) = outputs
-        .iter()
-        .enumerate()
-        .find(|(_, g)| g.finish_reason == FinishReason::NonFinite)
-    {
-        return Err(GenerateError::NonFinite {
-            index,
-            generated: g.new_ids.len(),
-        });
-    }
-    Ok(outputs)
 }

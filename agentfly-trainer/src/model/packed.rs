@@ -14,6 +14,9 @@ use rayon::prelude::*;
 const NR: usize = 32;
 /// Rows per tile of the kernel (16 accumulator registers).
 const MR: usize = 8;
+/// Steps of `k` per block of a panel (`KC × NR` f32, 24 KiB): the block stays in L1 while
+/// every tile of rows passes over it, where a whole panel (72–192 KiB) would not.
+const KC: usize = 192;
 
 /// The row counts a packed product serves. Larger products (prefill) go to flex, whose
 /// blocking wins there. One row stays on flex too: both stream the weight at one row, and
@@ -167,13 +170,15 @@ impl PackedWeight {
                 return out;
             }
         };
-        // Each panel's result `[m, NR]`, computed on its own, then put in place.
-        let mut by_panel = vec![0.0f32; n.div_ceil(NR) * m * NR];
-        by_panel
-            .par_chunks_mut(m * NR)
+        // Every panel's columns are written straight into the output: tiles of
+        // different panels write disjoint columns, each `[rows, NR]` with the row stride
+        // `n` (a last panel narrower than `NR` goes through a small buffer).
+        let mut out = Vec::<f32>::with_capacity(m * n);
+        let dst = Dst(out.as_mut_ptr());
+        (0..n.div_ceil(NR))
+            .into_par_iter()
             .with_min_len(4)
-            .enumerate()
-            .for_each(|(p, out)| {
+            .for_each(|p| {
                 let panel = &panels[p * k * NR..(p + 1) * k * NR];
                 // The next panel comes from memory while this one is computed: each tile
                 // asks for its share of it ahead of use.
@@ -181,29 +186,101 @@ impl PackedWeight {
                     .get((p + 1) * k * NR..(p + 2) * k * NR)
                     .unwrap_or(&[]);
                 let tiles = m.div_ceil(MR);
-                let share = next.len().div_ceil(tiles);
-                for (t, rows_out) in out.chunks_mut(MR * NR).enumerate() {
-                    let rows = rows_out.len() / NR;
-                    let xs = &x[t * MR * k..(t * MR + rows) * k];
-                    let ahead = next.get(t * share..((t + 1) * share).min(next.len()));
-                    let work = Tile {
-                        x: xs,
-                        k,
-                        rows,
-                        panel,
-                        ahead: ahead.unwrap_or(&[]),
-                    };
-                    tile(work, rows_out, fast);
+                let blocks = k.div_ceil(KC);
+                let share = next.len().div_ceil(tiles * blocks);
+                let cols = (n - p * NR).min(NR);
+                // A last panel narrower than NR is computed in a buffer, then copied.
+                let mut narrow = if cols < NR {
+                    vec![0.0f32; m * NR]
+                } else {
+                    Vec::new()
+                };
+                // The panel is swept in blocks of KC steps of `k` that stay in L1 while
+                // every tile of rows passes over them.
+                for b in 0..blocks {
+                    for t in 0..tiles {
+                        let rows = (m - t * MR).min(MR);
+                        let unit = b * tiles + t;
+                        let ahead = next.get(unit * share..((unit + 1) * share).min(next.len()));
+                        let work = Tile {
+                            x: &x[t * MR * k..(t * MR + rows) * k],
+                            k,
+                            rows,
+                            panel,
+                            ahead: ahead.unwrap_or(&[]),
+                            from: b * KC,
+                            to: ((b + 1) * KC).min(k),
+                        };
+                        let o = if cols == NR {
+                            // SAFETY: rows `t·MR ..` and columns `p·NR .. p·NR + NR` lie
+                            // inside the `[m, n]` output, and no other task writes them.
+                            unsafe { Strided::new(dst.at(t * MR * n + p * NR), n, rows) }
+                        } else {
+                            Strided::of(&mut narrow[t * MR * NR..(t * MR + rows) * NR], NR, rows)
+                        };
+                        tile(work, o, fast);
+                    }
+                }
+                for (i, row) in narrow.chunks(NR).enumerate() {
+                    // SAFETY: row i's `cols` columns from `p·NR` lie inside the output, and
+                    // no other task writes them.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(row.as_ptr(), dst.at(i * n + p * NR), cols);
+                    }
                 }
             });
-        let mut out = vec![0.0f32; m * n];
-        for (p, block) in by_panel.chunks(m * NR).enumerate() {
-            let cols = (n - p * NR).min(NR);
-            for (i, row) in block.chunks(NR).enumerate() {
-                out[i * n + p * NR..i * n + p * NR + cols].copy_from_slice(&row[..cols]);
-            }
-        }
+        // SAFETY: every element was written above: each panel's columns for every row.
+        unsafe { out.set_len(m * n) };
         out
+    }
+}
+
+/// The output's pointer, shared by the tasks that write disjoint parts of it.
+#[derive(Clone, Copy)]
+struct Dst(*mut f32);
+// SAFETY: the tasks write disjoint elements; the vector outlives them.
+unsafe impl Send for Dst {}
+unsafe impl Sync for Dst {}
+
+impl Dst {
+    /// The `i`th element's address (a method, so closures capture the whole `Dst`).
+    fn at(self, i: usize) -> *mut f32 {
+        self.0.wrapping_add(i)
+    }
+}
+
+/// A tile's output: `rows` rows of `NR` values, `stride` apart.
+struct Strided<'a> {
+    ptr: *mut f32,
+    stride: usize,
+    rows: usize,
+    _out: std::marker::PhantomData<&'a mut f32>,
+}
+
+impl<'a> Strided<'a> {
+    /// # Safety
+    /// `rows` rows of `NR` values at `ptr`, `stride` apart, are writable and written by no
+    /// one else while this lives.
+    unsafe fn new(ptr: *mut f32, stride: usize, rows: usize) -> Self {
+        Self {
+            ptr,
+            stride,
+            rows,
+            _out: std::marker::PhantomData,
+        }
+    }
+
+    fn of(out: &'a mut [f32], stride: usize, rows: usize) -> Self {
+        assert!(stride >= NR && out.len() >= (rows - 1) * stride + NR);
+        // SAFETY: checked just above; the borrow is held.
+        unsafe { Self::new(out.as_mut_ptr(), stride, rows) }
+    }
+
+    /// Row `i`'s `NR` values.
+    fn row(&mut self, i: usize) -> &mut [f32] {
+        assert!(i < self.rows);
+        // SAFETY: row i < rows lies in the region `new` was given.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(i * self.stride), NR) }
     }
 }
 
@@ -216,19 +293,26 @@ struct Tile<'a> {
     rows: usize,
     panel: &'a [f32],
     ahead: &'a [f32],
+    /// The steps of `k` this call sums, `from .. to`: from step 0 the outputs start at
+    /// zero; from a later one, the sums already in the outputs go on.
+    from: usize,
+    to: usize,
 }
 
-/// `out[i] = x[i] · panel` for the tile's rows; `out` is `[rows, NR]`.
-fn tile(t: Tile<'_>, out: &mut [f32], fast: bool) {
+/// `out[i] (+)= x[i, from..to] · panel[from..to]` for the tile's rows; `out` is `[rows, NR]`.
+fn tile(t: Tile<'_>, mut out: Strided<'_>, fast: bool) {
     let Tile {
         x,
         k,
         rows,
         panel,
         ahead,
+        from,
+        to,
     } = t;
     assert!(rows <= MR && x.len() == rows * k && panel.len() == k * NR);
-    assert_eq!(out.len(), rows * NR);
+    assert!(from < to && to <= k);
+    assert_eq!(out.rows, rows);
     #[cfg(target_arch = "x86_64")]
     if fast && std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY: the CPU has AVX-512F; the lengths were checked above.
@@ -236,9 +320,12 @@ fn tile(t: Tile<'_>, out: &mut [f32], fast: bool) {
         return;
     }
     let _ = (fast, ahead);
-    for (i, o) in out.chunks_mut(NR).enumerate() {
-        o.fill(0.0);
-        for (kk, b) in panel.chunks(NR).enumerate() {
+    for i in 0..rows {
+        let o = out.row(i);
+        if from == 0 {
+            o.fill(0.0);
+        }
+        for (kk, b) in panel.chunks(NR).enumerate().take(to).skip(from) {
             let a = x[i * k + kk];
             for (v, w) in o.iter_mut().zip(b) {
                 *v += a * w;
@@ -255,7 +342,7 @@ fn tile(t: Tile<'_>, out: &mut [f32], fast: bool) {
 /// `rows × NR`, `rows ≤ MR`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn tile_avx512(t: Tile<'_>, out: &mut [f32]) {
+unsafe fn tile_avx512(t: Tile<'_>, mut out: Strided<'_>) {
     use std::arch::x86_64::*;
     let Tile {
         x,
@@ -263,37 +350,71 @@ unsafe fn tile_avx512(t: Tile<'_>, out: &mut [f32]) {
         rows,
         panel,
         ahead,
+        from,
+        to,
     } = t;
     let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-    let (xp, bp) = (x.as_ptr(), panel.as_ptr());
-    // Cache lines of 16 floats.
+    if from > 0 {
+        for (i, a) in acc.iter_mut().enumerate().take(rows) {
+            let o = out.row(i).as_ptr();
+            // SAFETY: the row holds NR = 32 values.
+            *a = unsafe { [_mm512_loadu_ps(o), _mm512_loadu_ps(o.add(16))] };
+        }
+    }
+    let bp = panel.as_ptr();
+    // Each row's start, so that a step's loads share one index (rows past `rows` unused).
+    let row: [*const f32; MR] = std::array::from_fn(|i| x[(i % rows) * k..].as_ptr());
+    // Cache lines of 16 floats. The first steps ask for `ahead`, one line each, or two
+    // where it has more lines than the call has steps; the rest run without. (A whole
+    // block's `ahead` has at most `2 · KC` lines; of a short last block's, those past two
+    // a step are not asked for.)
     let lines = ahead.len() / 16;
+    let two = lines > to - from;
+    let fetching = if two { lines.div_ceil(2) } else { lines }.min(to - from);
+    let fetch = |line: usize| {
+        // A prefetch is only a hint; the caller keeps `line` below `lines`.
+        _mm_prefetch::<_MM_HINT_T1>(ahead[16 * line..].as_ptr().cast());
+    };
+    // One step of `k`: both halves of the panel's row times each row's value.
+    macro_rules! step {
+        ($rows:expr, $kk:expr) => {{
+            let kk = $kk;
+            // SAFETY: kk < to ≤ k, so both loads lie in the panel's k × NR values.
+            let (b0, b1) = unsafe {
+                (
+                    _mm512_loadu_ps(bp.add(kk * NR)),
+                    _mm512_loadu_ps(bp.add(kk * NR + 16)),
+                )
+            };
+            for (a, r) in acc.iter_mut().zip(&row).take($rows) {
+                // SAFETY: a row of x holds k values and kk < k.
+                let v = _mm512_set1_ps(unsafe { *r.add(kk) });
+                a[0] = _mm512_fmadd_ps(v, b0, a[0]);
+                a[1] = _mm512_fmadd_ps(v, b1, a[1]);
+            }
+        }};
+    }
     // A constant row count lets the compiler keep every accumulator in a register.
     macro_rules! sweep {
-        ($rows:expr) => {
-            for kk in 0..k {
-                if 2 * kk < lines {
-                    // A prefetch is only a hint; the address lies inside `ahead`.
-                    _mm_prefetch::<_MM_HINT_T1>(ahead[32 * kk..].as_ptr().cast());
-                    if 2 * kk + 1 < lines {
-                        _mm_prefetch::<_MM_HINT_T1>(ahead[32 * kk + 16..].as_ptr().cast());
+        ($rows:expr) => {{
+            if two {
+                for j in 0..fetching {
+                    fetch(2 * j);
+                    if 2 * j + 1 < lines {
+                        fetch(2 * j + 1);
                     }
+                    step!($rows, from + j);
                 }
-                // SAFETY: kk < k, so both loads lie in the panel's k × NR values.
-                let (b0, b1) = unsafe {
-                    (
-                        _mm512_loadu_ps(bp.add(kk * NR)),
-                        _mm512_loadu_ps(bp.add(kk * NR + 16)),
-                    )
-                };
-                for (i, a) in acc.iter_mut().enumerate().take($rows) {
-                    // SAFETY: i < rows and kk < k: inside x's rows × k values.
-                    let v = _mm512_set1_ps(unsafe { *xp.add(i * k + kk) });
-                    a[0] = _mm512_fmadd_ps(v, b0, a[0]);
-                    a[1] = _mm512_fmadd_ps(v, b1, a[1]);
+            } else {
+                for j in 0..fetching {
+                    fetch(j);
+                    step!($rows, from + j);
                 }
             }
-        };
+            for kk in from + fetching..to {
+                step!($rows, kk);
+            }
+        }};
     }
     match rows {
         MR => sweep!(MR),
@@ -301,10 +422,11 @@ unsafe fn tile_avx512(t: Tile<'_>, out: &mut [f32]) {
         r => sweep!(r),
     }
     for (i, a) in acc.iter().enumerate().take(rows) {
-        // SAFETY: i < rows: the row's NR values lie inside out's rows × NR.
+        let o = out.row(i).as_mut_ptr();
+        // SAFETY: the row holds NR = 32 values.
         unsafe {
-            _mm512_storeu_ps(out.as_mut_ptr().add(i * NR), a[0]);
-            _mm512_storeu_ps(out.as_mut_ptr().add(i * NR + 16), a[1]);
+            _mm512_storeu_ps(o, a[0]);
+            _mm512_storeu_ps(o.add(16), a[1]);
         }
     }
 }
@@ -337,13 +459,16 @@ pub(super) mod tests {
 
     #[test]
     fn packed_products_equal_the_plain_ones_at_every_shape_edge() {
-        // Row counts around the tile height, widths around the panel width.
+        // Row counts around the tile height, widths around the panel width, depths
+        // around the block of `k` (a partial last block, a block of one step).
         for &(m, k, n) in &[
             (1, 5, 3),
             (8, 64, 32),
             (9, 33, 65),
             (32, 576, 96),
             (17, 7, 31),
+            (20, 2 * KC + 17, 70),
+            (3, KC + 1, 32),
         ] {
             let (x, w) = (values(m * k, 1), values(k * n, 2));
             let want = reference(&x, &w, m, k, n);
