@@ -516,7 +516,11 @@ impl Attention {
         let [batch, len, _] = x.dims();
         let hd = self.head_dim;
         let (q_width, kv_width) = (self.heads * hd, self.kv_heads * hd);
-        let qkv = self.qkv.forward(x);
+        let mut qkv = self.qkv.forward(x);
+        let step = len == 1 && super::decode_attention::serves(&qkv.device());
+        if step {
+            qkv = super::rope::rotate_step(qkv, cos, sin, self.heads + self.kv_heads);
+        }
         let split = |start: usize, heads: usize| {
             let t = qkv.clone().narrow(2, start, heads * hd);
             if len == 1 {
@@ -526,8 +530,12 @@ impl Attention {
                 t.reshape([batch, len, heads, hd]).swap_dims(1, 2)
             }
         };
-        let q = rope.apply(split(0, self.heads), cos, sin);
-        let k = rope.apply(split(q_width, self.kv_heads), cos, sin);
+        let (q, k) = (split(0, self.heads), split(q_width, self.kv_heads));
+        let (q, k) = if step {
+            (q, k)
+        } else {
+            (rope.apply(q, cos, sin), rope.apply(k, cos, sin))
+        };
         (q, k, split(q_width + kv_width, self.kv_heads))
     }
 

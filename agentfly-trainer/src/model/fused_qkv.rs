@@ -279,7 +279,7 @@ impl Dims {
 }
 
 /// `y = x · cos + rotate_half(x) · sin`, `rotate_half(x) = [−x₂, x₁]` for the halves of `x`.
-fn rotate_half(x: &[f32], cos: &[f32], sin: &[f32], y: &mut [f32]) {
+pub(super) fn rotate_half(x: &[f32], cos: &[f32], sin: &[f32], y: &mut [f32]) {
     let half = x.len() / 2;
     for i in 0..half {
         y[i] = x[i] * cos[i] - x[i + half] * sin[i];
