@@ -276,11 +276,25 @@ impl<'a> Strided<'a> {
         unsafe { Self::new(out.as_mut_ptr(), stride, rows) }
     }
 
-    /// Row `i`'s `NR` values.
-    fn row(&mut self, i: usize) -> &mut [f32] {
+    /// Where row `i`'s `NR` values lie. Until a tile's first block has stored them they
+    /// are not initialised: written through this pointer, never read.
+    fn row_ptr(&mut self, i: usize) -> *mut f32 {
         assert!(i < self.rows);
-        // SAFETY: row i < rows lies in the region `new` was given.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(i * self.stride), NR) }
+        self.ptr.wrapping_add(i * self.stride)
+    }
+
+    /// Row `i`'s `NR` values, zeroed first if `zero` (so a slice never shows values not
+    /// yet written).
+    fn row(&mut self, i: usize, zero: bool) -> &mut [f32] {
+        let p = self.row_ptr(i);
+        // SAFETY: row i < rows lies in the region `new` was given; its values are written
+        // (zeroed here, or stored by an earlier block) before the slice is made.
+        unsafe {
+            if zero {
+                p.write_bytes(0, NR);
+            }
+            std::slice::from_raw_parts_mut(p, NR)
+        }
     }
 }
 
@@ -321,10 +335,7 @@ fn tile(t: Tile<'_>, mut out: Strided<'_>, fast: bool) {
     }
     let _ = (fast, ahead);
     for i in 0..rows {
-        let o = out.row(i);
-        if from == 0 {
-            o.fill(0.0);
-        }
+        let o = out.row(i, from == 0);
         for (kk, b) in panel.chunks(NR).enumerate().take(to).skip(from) {
             let a = x[i * k + kk];
             for (v, w) in o.iter_mut().zip(b) {
@@ -356,8 +367,8 @@ unsafe fn tile_avx512(t: Tile<'_>, mut out: Strided<'_>) {
     let mut acc = [[_mm512_setzero_ps(); 2]; MR];
     if from > 0 {
         for (i, a) in acc.iter_mut().enumerate().take(rows) {
-            let o = out.row(i).as_ptr();
-            // SAFETY: the row holds NR = 32 values.
+            let o = out.row_ptr(i);
+            // SAFETY: the row holds NR = 32 values, stored by the block before this one.
             *a = unsafe { [_mm512_loadu_ps(o), _mm512_loadu_ps(o.add(16))] };
         }
     }
@@ -422,7 +433,7 @@ unsafe fn tile_avx512(t: Tile<'_>, mut out: Strided<'_>) {
         r => sweep!(r),
     }
     for (i, a) in acc.iter().enumerate().take(rows) {
-        let o = out.row(i).as_mut_ptr();
+        let o = out.row_ptr(i);
         // SAFETY: the row holds NR = 32 values.
         unsafe {
             _mm512_storeu_ps(o, a[0]);
