@@ -345,12 +345,13 @@ fn tile(t: Tile<'_>, mut out: Strided<'_>, fast: bool) {
     }
 }
 
-/// [`tile`] with AVX-512: each row's 32 sums in two registers, one pass over the panel,
-/// and up to two cache lines of `ahead` requested (into L2) per step of `k`.
+/// [`tile`] with AVX-512: each row's 32 sums in two registers, one pass over the block's
+/// steps of the panel, and up to two cache lines of `ahead` requested (into L2) per step.
 ///
 /// # Safety
-/// The CPU has AVX-512F; the tile's `x` holds `rows × k` values, its `panel` `k × NR`, `out`
-/// `rows × NR`, `rows ≤ MR`.
+/// The CPU has AVX-512F; the tile's `x` holds `rows × k` values, its `panel` `k × NR`,
+/// `from < to ≤ k`, `rows ≤ MR`, and `out` has `rows` rows of `NR` writable values (read
+/// only when `from > 0`, after the block before has stored them).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn tile_avx512(t: Tile<'_>, mut out: Strided<'_>) {
