@@ -5,10 +5,11 @@
 //! Identical prompts (the n chains of one sample) are prefilled once and their cache rows
 //! copied.
 
+use super::pool::on_pool;
 use super::prefill::{After, int_tensor, prefill, prefill_after};
 use super::prefix::PrefixCache;
+use super::sampling::Sampler;
 use super::sampling::{hits_stop_string, sample_rows};
-use super::{Sampler, on_pool};
 use crate::Pretrained;
 use crate::model::{ForwardInput, KvCache, Window};
 use agentfly_core::chat::Tokenizer;
