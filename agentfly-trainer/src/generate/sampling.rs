@@ -92,12 +92,7 @@ impl Sampler {
         } else {
             1.0
         };
-        let mut max = f32::NEG_INFINITY;
-        let mut nan = false;
-        for &x in logits {
-            nan |= x.is_nan();
-            max = if x > max { x } else { max };
-        }
+        let (max, nan) = max_and_nan(logits);
         if nan || !max.is_finite() {
             return None;
         }
@@ -106,7 +101,7 @@ impl Sampler {
             .extend(logits.iter().map(|&x| exp_nonpositive((x - max) * inv_t)));
         let log_sum = sum(&self.weights).ln();
         let id = if self.temperature <= 0.0 {
-            argmax(logits)
+            first_index_of(logits, max)
         } else {
             self.draw()
         };
@@ -226,14 +221,41 @@ fn sum(values: &[f32]) -> f32 {
     lanes.iter().sum::<f32>() + rest
 }
 
-fn argmax(values: &[f32]) -> usize {
-    let mut best = 0;
-    for (i, v) in values.iter().enumerate() {
-        if *v > values[best] {
-            best = i;
+/// The largest of `values` (−∞ for none), and whether any is NaN: sixteen lanes, so that
+/// the pass vectorises.
+fn max_and_nan(values: &[f32]) -> (f32, bool) {
+    let mut lanes = [f32::NEG_INFINITY; 16];
+    let mut nan = false;
+    let chunks = values.chunks_exact(16);
+    let rest = chunks.remainder();
+    for chunk in chunks {
+        for (lane, &x) in lanes.iter_mut().zip(chunk) {
+            nan |= x.is_nan();
+            *lane = if x > *lane { x } else { *lane };
         }
     }
-    best
+    for &x in rest {
+        nan |= x.is_nan();
+        lanes[0] = if x > lanes[0] { x } else { lanes[0] };
+    }
+    let max = lanes
+        .iter()
+        .copied()
+        .fold(f32::NEG_INFINITY, |m, x| if x > m { x } else { m });
+    (max, nan)
+}
+
+/// The first index whose value equals `max` (the argmax, ties to the lowest id), looked
+/// for sixteen values at a time.
+fn first_index_of(values: &[f32], max: f32) -> usize {
+    let chunks = values.chunks_exact(16);
+    let tail = values.len() - chunks.remainder().len();
+    for (c, chunk) in chunks.enumerate() {
+        if chunk.iter().fold(false, |hit, &x| hit | (x == max)) {
+            return c * 16 + chunk.iter().position(|&x| x == max).unwrap_or(0);
+        }
+    }
+    tail + values[tail..].iter().position(|&x| x == max).unwrap_or(0)
 }
 
 /// Whether the tail of `ids` now contains one of `stop_strings`.
@@ -258,6 +280,63 @@ pub(crate) fn hits_stop_string(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn greedy_matches_a_plain_argmax_and_log_softmax() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for len in [1usize, 7, 16, 17, 49_152] {
+            for case in 0..4 {
+                let mut logits: Vec<f32> = (0..len)
+                    .map(|_| rng.random::<f32>() * 20.0 - 10.0)
+                    .collect();
+                match case {
+                    // Ties: the lowest id wins.
+                    1 => {
+                        let top = logits.iter().copied().fold(f32::MIN, f32::max) + 1.0;
+                        for i in [len / 2, len - 1, len / 3] {
+                            logits[i] = top;
+                        }
+                    }
+                    2 => logits
+                        .iter_mut()
+                        .step_by(3)
+                        .for_each(|x| *x = f32::NEG_INFINITY),
+                    3 => logits[len - 1] = 50.0,
+                    _ => {}
+                }
+                if logits.iter().all(|x| x.is_infinite()) {
+                    logits[0] = 0.0;
+                }
+                let mut want = 0;
+                for (i, &x) in logits.iter().enumerate() {
+                    if x > logits[want] {
+                        want = i;
+                    }
+                }
+                let max = f64::from(logits[want]);
+                let log_sum = logits
+                    .iter()
+                    .map(|&x| (f64::from(x) - max).exp())
+                    .sum::<f64>()
+                    .ln();
+                let (id, lp) = Sampler::new(&SamplingParams::greedy(1), 0)
+                    .sample(&logits)
+                    .unwrap();
+                assert_eq!(id as usize, want, "len {len}, case {case}");
+                assert!(
+                    (f64::from(lp) + log_sum).abs() < 1e-5,
+                    "len {len}, case {case}: {lp}"
+                );
+            }
+        }
+        let mut nan = vec![0.0f32; 40];
+        nan[33] = f32::NAN;
+        assert!(
+            Sampler::new(&SamplingParams::greedy(1), 0)
+                .sample(&nan)
+                .is_none()
+        );
+    }
 
     #[test]
     fn greedy_takes_the_argmax_with_its_log_probability() {
