@@ -19,11 +19,11 @@ const MR: usize = 8;
 const KC: usize = 192;
 
 /// The row counts a packed product serves. Larger products (prefill) go to flex, whose
-/// blocking wins there. One row stays on flex too: both stream the weight at one row, and
-/// the measurements disagree on which is faster there (the generation bench once gave flex
-/// 45 tok/s against 40 packed at batch 1, a later A/B the reverse: this machine's noise),
-/// so decode at batch 1 keeps the path it had.
-pub const PACKED_ROWS: std::ops::RangeInclusive<usize> = 2..=64;
+/// blocking wins there. One row is served too since the panels are swept in blocks with
+/// the next one prefetched: a batch-1 decode step took 18.7–18.9 ms against 36.9–37.0
+/// with flex's products (`decode_batch 1 128`, 2026-12-04), the weights streamed at
+/// ~28 GB/s.
+pub const PACKED_ROWS: std::ops::RangeInclusive<usize> = 1..=64;
 
 /// A `[k, n]` weight packed for [`PackedWeight::matmul`]: f32 panels for the AVX-512
 /// kernel, or bf16 panels for AMX ([`PackedWeight::bf16_from_in_out`]).
@@ -475,6 +475,7 @@ pub(super) mod tests {
         // around the block of `k` (a partial last block, a block of one step).
         for &(m, k, n) in &[
             (1, 5, 3),
+            (1, KC + 40, 70),
             (8, 64, 32),
             (9, 33, 65),
             (32, 576, 96),
