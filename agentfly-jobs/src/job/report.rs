@@ -123,6 +123,7 @@ pub fn write(job: &Job) -> Result<PathBuf, JobError> {
         chains: s.chains,
         reward_top: 1.0 + f64::from(s.format_bonus.max(0.0)),
         shaped: s.format_bonus != 0.0,
+        kl_tracked: s.kl_coef != 0.0,
     })?;
     if let Some(sft) = &sft {
         report.sft(sft);

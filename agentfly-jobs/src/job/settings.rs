@@ -379,7 +379,8 @@ impl Settings {
                 steps: self.steps,
                 seed: self.seed,
                 micro_batch_tokens: 4096,
-                track_kl: true,
+                // The reference model's pass (a sixth of an update) only for a KL penalty.
+                track_kl: self.kl_coef != 0.0,
                 // PPO as its users run it: several optimizer steps per batch, so the ratio
                 // leaves 1 and the clip acts. The group estimators take one step.
                 ppo_epochs: if self.algorithm == Algorithm::Ppo {

@@ -1,5 +1,5 @@
 //! The RL run's curves and per-step table: reward on training rollouts with validation
-//! accuracy (95% intervals), KL to the reference and entropy, tool use and parse errors,
+//! accuracy (95% intervals), KL to the reference (when tracked) and entropy, tool use and parse errors,
 //! groups kept and dropped by dynamic sampling.
 
 use super::plots::{self, Panel, Proportion, Series};
@@ -24,6 +24,9 @@ pub struct TrainingCurves<'a> {
     pub reward_top: f64,
     /// Whether the reward is shaped (then task accuracy is drawn beside it).
     pub shaped: bool,
+    /// Whether the updates measured the KL to the reference (a run with a KL penalty);
+    /// without, the KL is left out rather than drawn as zeros.
+    pub kl_tracked: bool,
 }
 
 impl TrainingCurves<'_> {
@@ -47,6 +50,7 @@ impl TrainingCurves<'_> {
             reward.push(line("task accuracy", &|m| m.accuracy.unwrap_or(0.0)));
         }
         let groups = |m: &StepMetrics| (m.trained_trajectories / self.chains.max(1)) as f64;
+        let kl_tracked = self.kl_tracked();
         plots::figure(
             &dir.join("training.png"),
             &[
@@ -72,14 +76,22 @@ impl TrainingCurves<'_> {
                         .collect(),
                 },
                 Panel {
-                    title: "KL to the reference; entropy".into(),
+                    title: if kl_tracked {
+                        "KL to the reference; entropy"
+                    } else {
+                        "entropy (KL to the reference not tracked)"
+                    }
+                    .into(),
                     x_label: "RL step".into(),
                     y_label: "nats per token".into(),
                     y_range: None,
-                    series: vec![
-                        line("KL (k3)", &|m| f64::from(m.update.kl)),
-                        line("entropy", &|m| f64::from(m.update.entropy)),
-                    ],
+                    series: [
+                        kl_tracked.then(|| line("KL (k3)", &|m| f64::from(m.update.kl))),
+                        Some(line("entropy", &|m| f64::from(m.update.entropy))),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect(),
                     intervals: vec![],
                 },
             ],
@@ -134,6 +146,12 @@ impl TrainingCurves<'_> {
         Ok(md)
     }
 
+    /// Whether to show the KL: tracked, or found in metrics written when every run
+    /// tracked it.
+    fn kl_tracked(&self) -> bool {
+        self.kl_tracked || self.metrics.iter().any(|m| m.update.kl != 0.0)
+    }
+
     /// One row per step.
     fn table(&self) -> String {
         let mut md = String::from(
@@ -143,13 +161,17 @@ impl TrainingCurves<'_> {
         for m in self.metrics {
             let _ = writeln!(
                 md,
-                "| {} | {:.3} | {} | {} / {} | {:.4} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | {} |",
+                "| {} | {:.3} | {} | {} / {} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | {} |",
                 m.step,
                 m.reward_mean,
                 m.accuracy.map_or("-".into(), |a| format!("{a:.3}")),
                 m.trained_trajectories / self.chains.max(1),
                 m.dropped_groups,
-                m.update.kl,
+                if self.kl_tracked() {
+                    format!("{:.4}", m.update.kl)
+                } else {
+                    "-".into()
+                },
                 m.update.entropy,
                 m.update.clip_fraction,
                 m.update.grad_norm,
@@ -179,5 +201,48 @@ pub(crate) fn step_seconds(m: &StepMetrics) -> f64 {
         m.step_seconds
     } else {
         m.rollout_seconds + m.update_seconds + m.sync_seconds
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn curves(metrics: &[StepMetrics], kl_tracked: bool) -> TrainingCurves<'_> {
+        TrainingCurves {
+            metrics,
+            validation: &[],
+            validation_size: 0,
+            chains: 8,
+            reward_top: 1.0,
+            shaped: false,
+            kl_tracked,
+        }
+    }
+
+    #[test]
+    fn an_untracked_kl_is_shown_as_missing_not_as_zero() {
+        let mut metrics = vec![StepMetrics::default(); 2];
+        metrics[0].step = 1;
+        metrics[1].step = 2;
+        let kl_column = |table: String| -> Vec<String> {
+            table
+                .lines()
+                .skip(2)
+                .filter(|l| !l.is_empty())
+                .map(|l| l.split('|').nth(5).unwrap().trim().to_string())
+                .collect()
+        };
+        assert_eq!(kl_column(curves(&metrics, false).table()), ["-", "-"]);
+        assert_eq!(
+            kl_column(curves(&metrics, true).table()),
+            ["0.0000", "0.0000"]
+        );
+        // Metrics from a run that measured it are shown whatever the settings say.
+        metrics[1].update.kl = 0.0123;
+        assert_eq!(
+            kl_column(curves(&metrics, false).table()),
+            ["0.0000", "0.0123"]
+        );
     }
 }
