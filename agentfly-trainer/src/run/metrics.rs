@@ -64,10 +64,11 @@ pub struct StepMetrics {
 }
 
 impl StepMetrics {
-    /// The step's console line.
-    pub fn line(&self) -> String {
+    /// The step's console line; `kl_measured`: whether the update measured the KL to
+    /// the reference (else it is left out, not shown as 0).
+    pub fn line(&self, kl_measured: bool) -> String {
         format!(
-            "step {} reward {:.3}{}{} kl {:.4} clip {:.3} grad {:.3} gap {:.1e} dropped {}{}{} {:.1}s{}",
+            "step {} reward {:.3}{}{}{} clip {:.3} grad {:.3} gap {:.1e} dropped {}{}{} {:.1}s{}",
             self.step,
             self.reward_mean,
             self.accuracy
@@ -78,7 +79,11 @@ impl StepMetrics {
             } else {
                 String::new()
             },
-            self.update.kl,
+            if kl_measured {
+                format!(" kl {:.4}", self.update.kl)
+            } else {
+                String::new()
+            },
             self.update.clip_fraction,
             self.update.grad_norm,
             self.update.logprob_gap_max,
