@@ -5,7 +5,7 @@ use super::{Job, Task};
 use crate::JobError;
 use crate::report::held_out::find;
 use crate::report::{Comparison, Report, SampleTrajectories, TrainingCurves};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Writes `report/REPORT.md` and its charts from what the run has produced so far; returns
 /// the Markdown file's path.
@@ -123,7 +123,10 @@ pub fn write(job: &Job) -> Result<PathBuf, JobError> {
         chains: s.chains,
         reward_top: 1.0 + f64::from(s.format_bonus.max(0.0)),
         shaped: s.format_bonus != 0.0,
-        kl_tracked: s.kl_coef != 0.0,
+        kl_tracked: s
+            .trainer_config(&s.model, Path::new(""), true)
+            .train
+            .measures_kl(),
     })?;
     if let Some(sft) = &sft {
         report.sft(sft);

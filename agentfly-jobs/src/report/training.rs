@@ -1,6 +1,6 @@
 //! The RL run's curves and per-step table: reward on training rollouts with validation
-//! accuracy (95% intervals), KL to the reference (when tracked) and entropy, tool use and parse errors,
-//! groups kept and dropped by dynamic sampling.
+//! accuracy (95% intervals), KL to the reference (when tracked) and entropy, tool use and
+//! parse errors, groups kept and dropped by dynamic sampling.
 
 use super::plots::{self, Panel, Proportion, Series};
 use crate::JobError;
@@ -158,6 +158,7 @@ impl TrainingCurves<'_> {
             "| step | mean reward | accuracy | groups kept / dropped | KL | entropy | clipped | grad norm | calls per trajectory | parse errors | turns | rollout s | update s | step s | stale |\n\
              |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         );
+        let kl_tracked = self.kl_tracked();
         for m in self.metrics {
             let _ = writeln!(
                 md,
@@ -167,7 +168,7 @@ impl TrainingCurves<'_> {
                 m.accuracy.map_or("-".into(), |a| format!("{a:.3}")),
                 m.trained_trajectories / self.chains.max(1),
                 m.dropped_groups,
-                if self.kl_tracked() {
+                if kl_tracked {
                     format!("{:.4}", m.update.kl)
                 } else {
                     "-".into()

@@ -8,8 +8,7 @@
 use super::pool::on_pool;
 use super::prefill::{After, int_tensor, prefill, prefill_after};
 use super::prefix::PrefixCache;
-use super::sampling::Sampler;
-use super::sampling::{hits_stop_string, sample_rows};
+use super::sampling::{Sampler, hits_stop_string, sample_rows};
 use crate::Pretrained;
 use crate::model::{ForwardInput, KvCache, Window};
 use agentfly_core::chat::Tokenizer;

@@ -116,10 +116,7 @@ impl Trainer {
             tokenizer_config: trained.tokenizer_config.clone(),
             source: source.clone(),
         };
-        let reference = if config.train.loss.kl_coef != 0.0
-            || config.algorithm.estimator.needs_kl()
-            || config.train.track_kl
-        {
+        let reference = if config.train.measures_kl() || config.algorithm.estimator.needs_kl() {
             // The reference is the starting model, or the model after `[sft]`: a resumed
             // run reads it again.
             let sft_model = config.output.dir.join(SFT_MODEL);

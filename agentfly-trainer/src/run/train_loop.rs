@@ -62,8 +62,7 @@ impl Trainer {
                 last_skip = Some(reason.to_string());
             }
             log.append(&m)?;
-            let train = &self.config.train;
-            print_line(&bar, &m.line(train.track_kl || train.loss.kl_coef != 0.0));
+            print_line(&bar, &m.line(self.config.train.measures_kl()));
             bar.set_message(format!("reward {:.3}", m.reward_mean));
             bar.set_position(self.step as u64);
             let every = self.config.output.checkpoint_every.max(1);

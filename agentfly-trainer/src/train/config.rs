@@ -46,6 +46,14 @@ pub struct TrainSection {
     pub loss: PolicyLossConfig,
 }
 
+impl TrainSection {
+    /// Whether an update runs the reference model and measures the KL to it: for a KL
+    /// penalty in the loss, or to report it (`track_kl`).
+    pub fn measures_kl(&self) -> bool {
+        self.loss.kl_coef != 0.0 || self.track_kl
+    }
+}
+
 impl Default for TrainSection {
     fn default() -> Self {
         Self {

@@ -59,7 +59,7 @@ pub fn policy_update(
         )
         .0
     };
-    let ref_logprobs = if config.loss.kl_coef != 0.0 || config.track_kl {
+    let ref_logprobs = if config.measures_kl() {
         reference.map(|r| r.logprobs(actor.rope(), rows, &groups, temperature))
     } else {
         None
