@@ -100,6 +100,19 @@ fn smoke_pipeline_runs_both_formats_and_compares_them() {
             "{report}"
         );
     }
+    // The closed book has no call format: the code format took Hermes's evaluation.
+    assert_eq!(
+        json(&out.join("code/evals/no_tools.json")),
+        json(&out.join("hermes/evals/no_tools.json"))
+    );
+    assert!(
+        stderr.contains(&format!(
+            "the same evaluation as {}'s: taken from there",
+            out.join("hermes").display()
+        )),
+        "{stderr}"
+    );
+
     // The code format's prompt shows the tools as Python functions.
     let system = std::fs::read_to_string(out.join("code/system.txt")).unwrap();
     assert!(

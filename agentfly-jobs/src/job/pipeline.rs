@@ -6,14 +6,22 @@ use super::Job;
 use super::report;
 use crate::JobError;
 use crate::evaluation::{evaluate, summary_line, validate};
-use crate::run_dir::to_json;
+use crate::run_dir::{read_json, to_json};
 use agentfly_core::Sample;
 use agentfly_trainer::run::{
-    EvalReport, MetricsLog, SFT_MODEL, Trainer, TrainerConfig, print_line,
+    EvalReport, MetricsLog, RolloutSection, SFT_MODEL, Trainer, TrainerConfig, print_line,
 };
 
 /// Runs every stage not done yet, then writes the report and prints its table.
 pub fn run(job: &Job) -> Result<(), JobError> {
+    run_beside(job, None)
+}
+
+/// [`run`], taking the closed-book evaluation from `other` (another run of the same
+/// questions, e.g. the other call format's) when `other` has it and it is the same
+/// computation: the same model, test split and no-tool configuration, so the same prompts
+/// token for token (the closed book has no tools, and so no call format of its own).
+pub fn run_beside(job: &Job, other: Option<&Job>) -> Result<(), JobError> {
     let s = &job.settings;
     let config = TrainerConfig::load(job.path("run.toml"))?;
     let test = job.split("test")?;
@@ -29,7 +37,17 @@ pub fn run(job: &Job) -> Result<(), JobError> {
 
     if s.task.has_closed_book() {
         eval_stage(job, "no_tools", "1/5 initial policy without tools", || {
-            let trainer = job.trainer(no_tool_config(&config, s.task), Some(&s.model))?;
+            let no_tools = no_tool_config(&config, s.task);
+            if let Some(other) = other
+                && let Some(report) = closed_book_of(other, job, &no_tools, &test)?
+            {
+                eprintln!(
+                    "    the same evaluation as {}'s: taken from there",
+                    other.run.dir().display()
+                );
+                return Ok(report);
+            }
+            let trainer = job.trainer(no_tools, Some(&s.model))?;
             evaluate(&trainer, &test, "no tools")
         })?;
     }
@@ -147,8 +165,39 @@ pub fn no_tool_config(config: &TrainerConfig, task: super::Task) -> TrainerConfi
     c.agent.format_bonus = 0.0;
     c.chain.max_turns = 1;
     c.chain.max_tokens_per_turn = 128;
+    // No tools, so no sandbox or game server held per chain: the defaults' scheduling.
+    let defaults = RolloutSection::default();
+    c.rollout.concurrency = defaults.concurrency;
+    c.rollout.env_capacity = defaults.env_capacity;
     c.sft = None;
     c
+}
+
+/// `other`'s closed-book evaluation, when it has one and it is what `job` would compute
+/// with `no_tools` on `test`.
+fn closed_book_of(
+    other: &Job,
+    job: &Job,
+    no_tools: &TrainerConfig,
+    test: &[Sample],
+) -> Result<Option<EvalReport>, JobError> {
+    let Some(report) = read_json::<EvalReport>(&other.eval_path("no_tools"))? else {
+        return Ok(None);
+    };
+    let theirs = TrainerConfig::load(other.path("run.toml"))?;
+    let same = other.settings.model == job.settings.model
+        && same_closed_book(&no_tool_config(&theirs, other.settings.task), no_tools)
+        && other.split("test")? == test;
+    Ok(same.then_some(report))
+}
+
+/// Do two no-tool configurations evaluate alike? Everything but where each run keeps its
+/// files (its data, read from the run's own copy of the split, and its output) must agree.
+fn same_closed_book(a: &TrainerConfig, b: &TrainerConfig) -> bool {
+    let mut a = a.clone();
+    a.data = b.data.clone();
+    a.output = b.output.clone();
+    a == *b
 }
 
 /// An evaluation of the test split as a stage, and its line.
@@ -161,4 +210,48 @@ fn eval_stage(
     let report = job.run.stage(job.eval_path(key), title, compute)?;
     eprintln!("{}", summary_line(key, &report));
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calculator::options::RunArgs;
+    use crate::job::{CallFormat, Settings, Task};
+    use clap::Parser;
+    use std::path::Path;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: RunArgs,
+    }
+
+    /// The no-tool configuration of `task`'s default run in `dir`.
+    fn closed_book(task: Task, dir: &str) -> TrainerConfig {
+        let args = Cli::try_parse_from(["x"]).unwrap().args;
+        let model = Path::new("/m.gguf");
+        let settings = match task {
+            Task::WikiQa(format) => Settings::wiki_qa(&args, model.into(), format),
+            _ => Settings::from_args(&args, model.into()),
+        };
+        no_tool_config(&settings.trainer_config(model, Path::new(dir), true), task)
+    }
+
+    #[test]
+    fn the_two_call_formats_share_one_closed_book_and_other_tasks_do_not() {
+        let hermes = closed_book(Task::WikiQa(CallFormat::Hermes), "run/hermes");
+        let code = closed_book(Task::WikiQa(CallFormat::Code), "run/code");
+        assert_ne!(hermes.data, code.data);
+        assert!(same_closed_book(&hermes, &code));
+        assert!(same_closed_book(&code, &hermes));
+
+        let calculator = closed_book(Task::Calculator, "run/code");
+        assert!(!same_closed_book(&calculator, &code));
+        let mut warmer = code.clone();
+        warmer.chain.temperature = 0.7;
+        assert!(!same_closed_book(&hermes, &warmer));
+        let mut other_model = code;
+        other_model.model.path = "/other.gguf".into();
+        assert!(!same_closed_book(&hermes, &other_model));
+    }
 }

@@ -37,7 +37,9 @@ pub fn run(args: &Args) -> Result<(), JobError> {
     for &format in &args.format {
         let out = args.run.out.as_ref().map(|o| o.join(format.name()));
         let job = Job::prepare_task(Task::WikiQa(format), &args.run, out)?;
-        pipeline::run(&job)?;
+        // The closed book has no call format: the formats after the first take its
+        // evaluation from the one before (the same prompts, token for token).
+        pipeline::run_beside(&job, jobs.last().map(|(_, j): &(CallFormat, Job)| j))?;
         if args.turn_rows {
             eprintln!(
                 "{} format, one row per turn: RL from the SFT model",
