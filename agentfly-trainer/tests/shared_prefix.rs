@@ -1,7 +1,9 @@
 //! Rows that begin with the same tokens run that prefix through the network once
 //! (`Decoder::hidden_after_prefix`, which training and scoring use): on the tiny Qwen2
 //! fixture, its hidden states, log-probs and gradients equal the plain pass over the rows
-//! written out in full, and a policy update comes out the same with sharing on or off.
+//! written out in full, and a policy update comes out the same with sharing on or off —
+//! also where the rows have learned tokens in common (chains that sampled the same first
+//! turn), which the prefix's own pass computes once for all of them.
 
 mod common;
 
@@ -167,6 +169,78 @@ fn a_policy_update_is_the_same_with_prefixes_shared_or_not() {
     let shared = update(true);
     assert_eq!(plain.micro_batches, 1, "{plain:?}");
     assert_eq!((plain.updates, shared.updates), (1, 1));
+    assert!(plain.grad_norm > 0.0, "{plain:?}");
+    assert!(
+        (plain.loss - shared.loss).abs() < 1e-5,
+        "{plain:?}\n{shared:?}"
+    );
+    assert!(
+        (plain.grad_norm - shared.grad_norm).abs() < 1e-4 * plain.grad_norm,
+        "{plain:?}\n{shared:?}"
+    );
+    assert!((plain.entropy - shared.entropy).abs() < 1e-4);
+}
+
+/// Chains of one prompt that sampled the same first turn (learned), read the same
+/// observation, then went apart in what they learn from (one right after the common
+/// part), with advantages of both signs.
+fn chains_with_a_common_turn() -> Vec<PolicyRow> {
+    let tokens = |n: u32, seed: u32| (0..n).map(move |t| 3 + (t * 101 + seed * 211) % 505);
+    let turn: Vec<u32> = tokens(30, 1)
+        .chain(tokens(25, 2))
+        .chain(tokens(20, 3))
+        .collect();
+    [(60, 4, 1.0), (1, 5, -1.0), (33, 6, 0.5), (33, 7, -0.5)]
+        .into_iter()
+        .map(|(tail, seed, advantage)| {
+            let tokens: Vec<u32> = turn.iter().copied().chain(tokens(tail, seed)).collect();
+            // The prompt (30) and the observation (20) are not learned; the turn and the
+            // tail are.
+            let mask: Vec<f32> = (0..tokens.len())
+                .map(|t| f32::from(u8::from(!(t < 30 || (55..75).contains(&t)))))
+                .collect();
+            PolicyRow {
+                advantages: mask.iter().map(|m| m * advantage).collect(),
+                tokens,
+                mask,
+                ..PolicyRow::default()
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn learned_tokens_the_rows_share_are_computed_once_with_the_same_logprobs_and_update() {
+    let device = common::device().autodiff();
+    let model = Pretrained::load(common::fixtures().join("tiny-qwen2"), &device).unwrap();
+    let rows = chains_with_a_common_turn();
+    let optim = OptimConfig {
+        lr: 1e-3,
+        weight_decay: 0.0,
+        ..OptimConfig::default()
+    };
+    let config = TrainSection {
+        track_kl: false,
+        ..TrainSection::default()
+    };
+    let run = |share: bool| {
+        share_prefixes(share);
+        let mut actor = Actor::new(model.decoder.clone(), model.rope.clone(), optim.clone(), 10);
+        let logprobs = actor.logprobs(&rows, 4096);
+        let report = policy_update(&mut actor, &mut None, None, &rows, &config, 0);
+        share_prefixes(true);
+        (logprobs, report)
+    };
+    let (plain_lp, plain) = run(false);
+    let (shared_lp, shared) = run(true);
+    for (r, (a, b)) in plain_lp.iter().zip(&shared_lp).enumerate() {
+        let diff = max_diff(a, b);
+        assert!(diff < 1e-4, "row {r}: log-probs differ by {diff}");
+        // Within the common turn every row's log-probs are the same computation.
+        assert_eq!(b[30..54], shared_lp[0][30..54], "row {r}");
+    }
+    assert!(plain_lp[1][30..54].iter().all(|&x| x < 0.0));
+    assert_eq!(plain.micro_batches, 1, "{plain:?}");
     assert!(plain.grad_norm > 0.0, "{plain:?}");
     assert!(
         (plain.loss - shared.loss).abs() < 1e-5,

@@ -2,7 +2,9 @@
 //! trajectories under one system prompt, a group of samples of one question — that runs
 //! the common prefix through the network once instead of once per row. Each layer's keys
 //! and values of the prefix are broadcast to every row (under autodiff their gradients add
-//! up over the rows, as if each row had computed its own copy).
+//! up over the rows, as if each row had computed its own copy). The prefix may hold
+//! positions the rows learn from (chains that sampled the same first turn): its own
+//! hidden states serve them, once for all the rows.
 
 use super::attention::causal_attention;
 use super::decoder::positions;
@@ -22,6 +24,30 @@ impl Decoder {
         rows: Tensor<2, Int>,
         rope: &Rope,
     ) -> Tensor<3> {
+        self.prefix_and_rows(prefix, rows, rope, false).1
+    }
+
+    /// [`Decoder::hidden_after_prefix`], and the prefix's own final hidden states
+    /// `[1, prefix_len, hidden]` (where a row learns from a token of the prefix: every
+    /// row's hidden state there is this one).
+    pub fn hidden_of_prefix_and_rows(
+        &self,
+        prefix: Tensor<2, Int>,
+        rows: Tensor<2, Int>,
+        rope: &Rope,
+    ) -> (Tensor<3>, Tensor<3>) {
+        let (prefix, rows) = self.prefix_and_rows(prefix, rows, rope, true);
+        (prefix.expect("asked for"), rows)
+    }
+
+    /// The pass of both: the prefix's final hidden states only when `prefix_out`.
+    fn prefix_and_rows(
+        &self,
+        prefix: Tensor<2, Int>,
+        rows: Tensor<2, Int>,
+        rope: &Rope,
+        prefix_out: bool,
+    ) -> (Option<Tensor<3>>, Tensor<3>) {
         let [_, shared] = prefix.dims();
         let [batch, len] = rows.dims();
         let device = rows.device();
@@ -43,12 +69,16 @@ impl Decoder {
             let k = Tensor::cat(vec![broadcast(prefix_k.clone()), k], 2);
             let v = Tensor::cat(vec![broadcast(prefix_v.clone()), v], 2);
             x = block.feed_forward(x + a.output(causal_attention(q, k, v, group, shared)));
-            // The last layer's prefix has given its keys and values; nothing reads on.
-            if l < last {
+            // The last layer's prefix has given its keys and values; nothing reads on
+            // unless the prefix's own outputs are wanted.
+            if l < last || prefix_out {
                 let attended = causal_attention(prefix_q, prefix_k, prefix_v, group, 0);
                 prefix_x = block.feed_forward(prefix_x + a.output(attended));
             }
         }
-        self.norm.forward(x)
+        (
+            prefix_out.then(|| self.norm.forward(prefix_x)),
+            self.norm.forward(x),
+        )
     }
 }

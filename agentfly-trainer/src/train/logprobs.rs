@@ -109,12 +109,31 @@ pub fn logprobs_of_hidden(
     temperature: f32,
 ) -> AtPositions {
     let [batch, len, width] = hidden.dims();
-    let device = hidden.device();
-    let index: Vec<i64> = picks.iter().map(|&(r, t)| (r * len + t) as i64).collect();
+    let index: Vec<usize> = picks.iter().map(|&(r, t)| r * len + t).collect();
+    let chosen = select_rows(hidden.reshape([batch * len, width]), &index);
+    logprobs_of_chosen(decoder, chosen, targets, with_entropy, temperature)
+}
+
+/// The rows `index` of `[n, width]` (a row may come more than once: under autodiff its
+/// gradients add up).
+pub(crate) fn select_rows(t: Tensor<2>, index: &[usize]) -> Tensor<2> {
+    let device = t.device();
+    let index: Vec<i64> = index.iter().map(|&i| i as i64).collect();
     let n = index.len();
-    let chosen = hidden
-        .reshape([batch * len, width])
-        .select(0, Tensor::from_data(TensorData::new(index, [n]), &device));
+    t.select(0, Tensor::from_data(TensorData::new(index, [n]), &device))
+}
+
+/// What [`logprobs_of_hidden`] computes from the final hidden states `[N, hidden]` of the
+/// chosen positions themselves, `targets` the ids they predict.
+pub(crate) fn logprobs_of_chosen(
+    decoder: &Decoder,
+    chosen: Tensor<2>,
+    targets: &[u32],
+    with_entropy: bool,
+    temperature: f32,
+) -> AtPositions {
+    let device = chosen.device();
+    let n = targets.len();
     let mut logits = decoder.logits(chosen.clone().unsqueeze_dim::<3>(0));
     if temperature != 1.0 {
         logits = logits / temperature;
@@ -140,4 +159,19 @@ pub struct AtPositions {
     pub entropy: Option<Tensor<1>>,
     /// `[N, hidden]` final hidden states there (what a value head reads).
     pub hidden: Tensor<2>,
+}
+
+impl AtPositions {
+    /// The positions `index` of these, in that order (one may come more than once: under
+    /// autodiff its gradients add up).
+    pub(crate) fn at(self, index: &[usize]) -> Self {
+        let device = self.logprobs.device();
+        let ids: Vec<i64> = index.iter().map(|&i| i as i64).collect();
+        let ids = Tensor::<1, Int>::from_data(TensorData::new(ids, [index.len()]), &device);
+        Self {
+            logprobs: self.logprobs.select(0, ids.clone()),
+            entropy: self.entropy.map(|e| e.select(0, ids)),
+            hidden: select_rows(self.hidden, index),
+        }
+    }
 }

@@ -19,7 +19,10 @@ use super::loss::{PolicyLossInput, aggregation_weights, policy_loss};
 use super::optim::clip_grad_norm;
 use super::reference::Reference;
 use super::report::StepReport;
-use super::rows::{Picks, PolicyRow, learned_masks, micro_batches_among, micro_batches_of, split};
+use super::rows::{
+    Picks, PolicyRow, computed_positions, learned_masks, micro_batches_among, micro_batches_of,
+    split,
+};
 use super::score::{host, pass, row_tensor, score};
 use super::value::value_loss;
 use burn::optim::{GradientsAccumulator, GradientsParams};
@@ -70,6 +73,8 @@ pub fn policy_update(
         lr,
         tokens: masks.iter().flatten().filter(|&&m| m > 0.0).count(),
         micro_batches: groups.len(),
+        row_tokens: rows.iter().map(|r| r.tokens.len()).sum(),
+        computed_tokens: groups.iter().map(|g| computed_positions(rows, g)).sum(),
         ..StepReport::default()
     };
     if config.loss.kl_coef != 0.0 && ref_logprobs.is_none() {

@@ -29,6 +29,11 @@ pub struct StepReport {
     pub tokens: usize,
     /// Micro-batches per epoch.
     pub micro_batches: usize,
+    /// Tokens of the rows learned from (prompts and observations included).
+    pub row_tokens: usize,
+    /// Positions the network ran for them per epoch: each micro-batch's rows past the
+    /// prefix they share, padded to the longest, and that prefix once.
+    pub computed_tokens: usize,
     /// Optimizer steps applied (not skipped).
     pub updates: usize,
     /// Mean |trainer's log-prob − rollout's| over the sampled tokens of the batch, before

@@ -65,9 +65,10 @@ pub(crate) fn micro_batches_of(rows: &[PolicyRow], budget: usize) -> Vec<Vec<usi
 /// counting what a micro-batch computes: its rows padded to the longest, past the prefix
 /// they all share, which runs once ([`shared_prefix`]). Rows with the same prompt (the
 /// tokens before the first they learn from: a group's chains of one sample) are packed
-/// together, longest first, so that each micro-batch runs its prompt once (a text-world
-/// group's 8 chains share the system prompt and the game's first page); when packing by
-/// length alone costs less (long prompts are rare, lengths vary), that packing is kept.
+/// together, longest first (or in token order, when chains that sampled alike then share
+/// more), so that each micro-batch runs its prompt once (a text-world group's 8 chains
+/// share the system prompt and the game's first page); when packing by length alone costs
+/// less (long prompts are rare, lengths vary), that packing is kept.
 pub(crate) fn micro_batches_among(
     rows: &[PolicyRow],
     among: &[usize],
@@ -90,16 +91,14 @@ pub(crate) fn micro_batches_among(
     // and the prefix's keys and values handed to every row (a layer keeps ~16 times more
     // per token than its keys and values).
     let cost = |group: &[usize]| {
-        let shared = shared_prefix(rows, group);
-        let longest = group.iter().map(|&i| len(i)).max().unwrap_or(0);
-        group.len() * (longest - shared) + shared + (group.len() - 1) * shared / 16
+        computed_positions(rows, group) + (group.len() - 1) * shared_prefix(rows, group) / 16
     };
     let mut clusters: Vec<Vec<usize>> = Vec::new();
-    let mut by_prompt: std::collections::HashMap<&[u32], usize> = Default::default();
+    let mut cluster_of: std::collections::HashMap<&[u32], usize> = Default::default();
     for &i in among {
         let row = &rows[i];
         let prompt = &row.tokens[..(learns_from(row) + 1).min(row.tokens.len())];
-        let k = *by_prompt.entry(prompt).or_insert_with(|| {
+        let k = *cluster_of.entry(prompt).or_insert_with(|| {
             clusters.push(Vec::new());
             clusters.len() - 1
         });
@@ -109,24 +108,35 @@ pub(crate) fn micro_batches_among(
         cluster.sort_by_key(|&i| std::cmp::Reverse(len(i)));
     }
     clusters.sort_by_key(|c| std::cmp::Reverse(len(c[0])));
-    let mut out: Vec<Vec<usize>> = Vec::new();
-    let mut current: Vec<usize> = Vec::new();
-    for i in clusters.into_iter().flatten() {
-        current.push(i);
-        if current.len() > 1 && cost(&current) > budget {
-            current.pop();
-            out.push(std::mem::replace(&mut current, vec![i]));
+    let pack = |clusters: &[Vec<usize>]| {
+        let mut out: Vec<Vec<usize>> = Vec::new();
+        let mut current: Vec<usize> = Vec::new();
+        for &i in clusters.iter().flatten() {
+            current.push(i);
+            if current.len() > 1 && cost(&current) > budget {
+                current.pop();
+                out.push(std::mem::replace(&mut current, vec![i]));
+            }
         }
-    }
-    if !current.is_empty() {
-        out.push(current);
-    }
-    let total = |packing: &[Vec<usize>]| packing.iter().map(|g| cost(g)).sum::<usize>();
-    if total(&out) < total(&by_length) {
+        if !current.is_empty() {
+            out.push(current);
+        }
         out
-    } else {
-        by_length
+    };
+    let by_prompt = pack(&clusters);
+    // Each prompt's rows in token order instead: chains that sampled alike sit side by
+    // side, so a micro-batch's rows share more than the prompt ([`shared_prefix`]).
+    for cluster in &mut clusters {
+        cluster.sort_by(|&a, &b| rows[a].tokens.cmp(&rows[b].tokens));
     }
+    let by_tokens = pack(&clusters);
+    let total = |packing: &[Vec<usize>]| packing.iter().map(|g| cost(g)).sum::<usize>();
+    [by_tokens, by_prompt]
+        .into_iter()
+        .fold(
+            by_length,
+            |best, p| if total(&p) < total(&best) { p } else { best },
+        )
 }
 
 /// The position whose hidden state predicts the first token `row` learns from (the last
@@ -155,32 +165,44 @@ pub fn share_prefixes(on: bool) {
     SHARE_PREFIXES.store(on, Ordering::Relaxed);
 }
 
-/// How many leading tokens the rows `group` all begin with, up to the first position any
-/// of them learns from (so that every learned position, and at least one more token of
-/// each row, lies past it): what one pass computes once for all of them
-/// ([`crate::model::Decoder::hidden_after_prefix`]). 0 for a single row, a prefix
-/// shorter than [`MIN_SHARED_PREFIX`], rows to score at every position, or with sharing
-/// turned off.
+/// How many leading tokens the rows `group` all begin with, leaving each row at least one
+/// token past them: what one pass computes once for all of them
+/// ([`crate::model::Decoder::hidden_of_prefix_and_rows`]). Positions the rows learn from
+/// may lie in it (chains that sampled the same first turn): the rows' hidden states there
+/// are the prefix's. 0 for a single row, a prefix shorter than [`MIN_SHARED_PREFIX`], rows
+/// to score at every position, or with sharing turned off.
 pub(crate) fn shared_prefix(rows: &[PolicyRow], group: &[usize]) -> usize {
     let Some((&first, others)) = group.split_first() else {
         return 0;
     };
-    if others.is_empty() || !SHARE_PREFIXES.load(Ordering::Relaxed) {
+    let scored_everywhere = group.iter().any(|&i| rows[i].mask.is_empty());
+    if others.is_empty() || scored_everywhere || !SHARE_PREFIXES.load(Ordering::Relaxed) {
         return 0;
     }
     let first = &rows[first].tokens;
     let mut shared = first.len();
     for &i in group {
-        let row = &rows[i];
-        let common = first.iter().zip(&row.tokens).take_while(|(a, b)| a == b);
-        // The hidden state at position t predicts token t + 1.
-        shared = shared.min(common.count()).min(learns_from(row));
+        let row = &rows[i].tokens;
+        let common = first.iter().zip(row).take_while(|(a, b)| a == b);
+        shared = shared.min(common.count()).min(row.len().saturating_sub(1));
     }
     if shared >= MIN_SHARED_PREFIX {
         shared
     } else {
         0
     }
+}
+
+/// The positions a pass over the rows `group` runs: the rows past the prefix they share,
+/// padded to the longest, and the prefix once.
+pub(crate) fn computed_positions(rows: &[PolicyRow], group: &[usize]) -> usize {
+    let shared = shared_prefix(rows, group);
+    let longest = group
+        .iter()
+        .map(|&i| rows[i].tokens.len())
+        .max()
+        .unwrap_or(0);
+    group.len() * (longest - shared) + shared
 }
 
 /// `0..n` in `parts` contiguous chunks of (nearly) equal size; fewer when `n < parts`.
@@ -274,6 +296,24 @@ mod tests {
         // Four rows of ~400 tokens sharing 299: two micro-batches, against 8 / 2 = 4
         // pairs (or worse) packed by length.
         assert_eq!(packed.len(), 2, "{packed:?}");
+    }
+
+    #[test]
+    fn the_shared_prefix_runs_past_learned_tokens_the_rows_have_in_common() {
+        let prompt: Vec<u32> = (0..40).collect();
+        // Three chains that sampled the same first 20 tokens, then went apart.
+        let mut rows: Vec<PolicyRow> = (0..3).map(|k| row(&prompt, 30 + 5 * k, 0)).collect();
+        for (k, r) in rows.iter_mut().enumerate() {
+            let at = 60 + k;
+            r.tokens[at] += 500;
+        }
+        assert_eq!(shared_prefix(&rows, &[0, 1, 2]), 60);
+        // Rows alike to the end leave each one token past the prefix.
+        assert_eq!(shared_prefix(&rows, &[1, 1]), rows[1].tokens.len() - 1);
+        // A single row, or a row to score at every position, shares nothing.
+        assert_eq!(shared_prefix(&rows, &[0]), 0);
+        rows[2].mask.clear();
+        assert_eq!(shared_prefix(&rows, &[0, 1, 2]), 0);
     }
 
     #[test]

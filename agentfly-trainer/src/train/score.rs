@@ -1,17 +1,22 @@
 //! Forward passes at the learned positions: with gradient inside an update, without to
 //! score a batch (old and reference log-probs, the critic's values).
 
-use super::logprobs::{AtPositions, Packed, logprobs_at, logprobs_of_hidden};
+use super::logprobs::{
+    AtPositions, Packed, logprobs_at, logprobs_of_chosen, logprobs_of_hidden, select_rows,
+};
 use super::rows::{Picks, PolicyRow, picks, shared_prefix};
 use super::value::ValueHead;
 use crate::model::{Decoder, Rope};
 use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
+use std::collections::HashMap;
 
 /// The learned positions of one micro-batch and what `decoder` computes there at
 /// `temperature`, or `None` when the group has nothing to learn. Rows that begin with the
-/// same tokens (a system prompt, a question) up to their first learned position run that
-/// prefix through the network once ([`Decoder::hidden_after_prefix`]).
+/// same tokens (a system prompt, a question, a first turn that every chain sampled alike)
+/// run that prefix through the network once ([`Decoder::hidden_after_prefix`]); a
+/// position of the prefix that the rows learn from is computed once for all of them, and
+/// its gradient is the sum of theirs.
 pub(crate) fn pass(
     decoder: &Decoder,
     rope: &Rope,
@@ -29,17 +34,30 @@ pub(crate) fn pass(
     let got = if shared > 0 {
         let prefix = Packed::new(&[&rows[group[0]].tokens[..shared]], &device).ids;
         let rest: Vec<&[u32]> = group.iter().map(|&i| &rows[i].tokens[shared..]).collect();
-        let hidden = decoder.hidden_after_prefix(prefix, Packed::new(&rest, &device).ids, rope);
-        let picks: Vec<(usize, usize)> =
-            found.picks.iter().map(|&(k, t)| (k, t - shared)).collect();
-        logprobs_of_hidden(
-            decoder,
-            hidden,
-            &picks,
-            &found.targets,
-            with_entropy,
-            temperature,
-        )
+        let rest = Packed::new(&rest, &device).ids;
+        if found.picks.iter().all(|&(_, t)| t >= shared) {
+            let hidden = decoder.hidden_after_prefix(prefix, rest, rope);
+            let picks: Vec<(usize, usize)> =
+                found.picks.iter().map(|&(k, t)| (k, t - shared)).collect();
+            logprobs_of_hidden(
+                decoder,
+                hidden,
+                &picks,
+                &found.targets,
+                with_entropy,
+                temperature,
+            )
+        } else {
+            let (prefix, hidden) = decoder.hidden_of_prefix_and_rows(prefix, rest, rope);
+            within_prefix(
+                decoder,
+                (prefix, hidden),
+                &found,
+                shared,
+                with_entropy,
+                temperature,
+            )
+        }
     } else {
         let seqs: Vec<&[u32]> = group.iter().map(|&i| rows[i].tokens.as_slice()).collect();
         logprobs_at(
@@ -53,6 +71,60 @@ pub(crate) fn pass(
         )
     };
     Some((found, got))
+}
+
+/// What [`pass`] computes at `found`'s positions from the prefix's final hidden states
+/// `[1, shared, width]` and the rows' past it `[batch, len, width]`: each distinct
+/// (prefix position, target) once — the rows' hidden states there are the prefix's — then
+/// handed to every pick of it.
+fn within_prefix(
+    decoder: &Decoder,
+    (prefix, rest): (Tensor<3>, Tensor<3>),
+    found: &Picks,
+    shared: usize,
+    with_entropy: bool,
+    temperature: f32,
+) -> AtPositions {
+    let [batch, len, width] = rest.dims();
+    let mut in_prefix: Vec<usize> = Vec::new();
+    let mut prefix_targets: Vec<u32> = Vec::new();
+    let mut seen: HashMap<(usize, u32), usize> = HashMap::new();
+    let mut in_rest: Vec<usize> = Vec::new();
+    let mut rest_targets: Vec<u32> = Vec::new();
+    // Per pick: which computed position it reads (prefix ones first, then the rows').
+    let mut source: Vec<Result<usize, usize>> = Vec::with_capacity(found.picks.len());
+    for (&(k, t), &target) in found.picks.iter().zip(&found.targets) {
+        if t < shared {
+            let u = *seen.entry((t, target)).or_insert_with(|| {
+                in_prefix.push(t);
+                prefix_targets.push(target);
+                in_prefix.len() - 1
+            });
+            source.push(Ok(u));
+        } else {
+            in_rest.push(k * len + t - shared);
+            rest_targets.push(target);
+            source.push(Err(in_rest.len() - 1));
+        }
+    }
+    let mut chosen = vec![select_rows(prefix.reshape([shared, width]), &in_prefix)];
+    if !in_rest.is_empty() {
+        chosen.push(select_rows(rest.reshape([batch * len, width]), &in_rest));
+    }
+    let targets: Vec<u32> = prefix_targets.into_iter().chain(rest_targets).collect();
+    let computed = logprobs_of_chosen(
+        decoder,
+        Tensor::cat(chosen, 0),
+        &targets,
+        with_entropy,
+        temperature,
+    );
+    let n = in_prefix.len();
+    let index: Vec<usize> = source
+        .into_iter()
+        .map(|s| s.unwrap_or_else(|r| n + r))
+        .collect();
+    computed.at(&index)
 }
 
 /// Log-probs of every row's tokens `1..` under `decoder` at `temperature`, at the learned
