@@ -9,8 +9,8 @@ mod common;
 
 use agentfly_trainer::Pretrained;
 use agentfly_trainer::train::{
-    Actor, OptimConfig, Packed, PolicyRow, TrainSection, logprobs_at, logprobs_of_hidden,
-    policy_update, share_prefixes,
+    Actor, OptimConfig, Packed, PolicyRow, StepReport, TrainSection, logprobs_at,
+    logprobs_of_hidden, policy_update, share_prefixes,
 };
 use burn::module::Param;
 use burn::optim::GradientsParams;
@@ -123,6 +123,30 @@ fn the_prefix_run_once_gives_the_hidden_states_logprobs_and_gradients_of_the_ful
     }
 }
 
+/// The log-probs of `rows` (micro-batches of 4 096 tokens), then one GRPO update on them
+/// from `model`'s weights, with prefixes shared or not.
+fn scored_and_updated(
+    model: &Pretrained,
+    rows: &[PolicyRow],
+    share: bool,
+) -> (Vec<Vec<f32>>, StepReport) {
+    let optim = OptimConfig {
+        lr: 1e-3,
+        weight_decay: 0.0,
+        ..OptimConfig::default()
+    };
+    let config = TrainSection {
+        track_kl: false,
+        ..TrainSection::default()
+    };
+    share_prefixes(share);
+    let mut actor = Actor::new(model.decoder.clone(), model.rope.clone(), optim, 10);
+    let logprobs = actor.logprobs(rows, 4096);
+    let report = policy_update(&mut actor, &mut None, None, rows, &config, 0);
+    share_prefixes(true);
+    (logprobs, report)
+}
+
 #[test]
 fn a_policy_update_is_the_same_with_prefixes_shared_or_not() {
     let device = common::device().autodiff();
@@ -145,40 +169,13 @@ fn a_policy_update_is_the_same_with_prefixes_shared_or_not() {
             }
         })
         .collect();
-    let optim = OptimConfig {
-        lr: 1e-3,
-        weight_decay: 0.0,
-        ..OptimConfig::default()
-    };
-    let config = TrainSection {
-        track_kl: false,
-        ..TrainSection::default()
-    };
     // AdamW's first step moves each weight by about ±lr whatever its gradient's size, so
     // the weights cannot tell rounding apart from a wrong gradient: the gradients are
     // compared entry by entry above; here the update's loss, entropy and (unclipped)
     // gradient norm.
-    let update = |share: bool| {
-        share_prefixes(share);
-        let mut actor = Actor::new(model.decoder.clone(), model.rope.clone(), optim.clone(), 10);
-        let report = policy_update(&mut actor, &mut None, None, &rows, &config, 0);
-        share_prefixes(true);
-        report
-    };
-    let plain = update(false);
-    let shared = update(true);
-    assert_eq!(plain.micro_batches, 1, "{plain:?}");
-    assert_eq!((plain.updates, shared.updates), (1, 1));
-    assert!(plain.grad_norm > 0.0, "{plain:?}");
-    assert!(
-        (plain.loss - shared.loss).abs() < 1e-5,
-        "{plain:?}\n{shared:?}"
-    );
-    assert!(
-        (plain.grad_norm - shared.grad_norm).abs() < 1e-4 * plain.grad_norm,
-        "{plain:?}\n{shared:?}"
-    );
-    assert!((plain.entropy - shared.entropy).abs() < 1e-4);
+    let (_, plain) = scored_and_updated(&model, &rows, false);
+    let (_, shared) = scored_and_updated(&model, &rows, true);
+    assert_same_update(&plain, &shared);
 }
 
 /// Chains of one prompt that sampled the same first turn (learned), read the same
@@ -214,25 +211,8 @@ fn learned_tokens_the_rows_share_are_computed_once_with_the_same_logprobs_and_up
     let device = common::device().autodiff();
     let model = Pretrained::load(common::fixtures().join("tiny-qwen2"), &device).unwrap();
     let rows = chains_with_a_common_turn();
-    let optim = OptimConfig {
-        lr: 1e-3,
-        weight_decay: 0.0,
-        ..OptimConfig::default()
-    };
-    let config = TrainSection {
-        track_kl: false,
-        ..TrainSection::default()
-    };
-    let run = |share: bool| {
-        share_prefixes(share);
-        let mut actor = Actor::new(model.decoder.clone(), model.rope.clone(), optim.clone(), 10);
-        let logprobs = actor.logprobs(&rows, 4096);
-        let report = policy_update(&mut actor, &mut None, None, &rows, &config, 0);
-        share_prefixes(true);
-        (logprobs, report)
-    };
-    let (plain_lp, plain) = run(false);
-    let (shared_lp, shared) = run(true);
+    let (plain_lp, plain) = scored_and_updated(&model, &rows, false);
+    let (shared_lp, shared) = scored_and_updated(&model, &rows, true);
     for (r, (a, b)) in plain_lp.iter().zip(&shared_lp).enumerate() {
         let diff = max_diff(a, b);
         assert!(diff < 1e-4, "row {r}: log-probs differ by {diff}");
@@ -240,7 +220,14 @@ fn learned_tokens_the_rows_share_are_computed_once_with_the_same_logprobs_and_up
         assert_eq!(b[30..54], shared_lp[0][30..54], "row {r}");
     }
     assert!(plain_lp[1][30..54].iter().all(|&x| x < 0.0));
+    assert_same_update(&plain, &shared);
+}
+
+/// One micro-batch, one applied update each, with a gradient, and the same loss, gradient
+/// norm and entropy.
+fn assert_same_update(plain: &StepReport, shared: &StepReport) {
     assert_eq!(plain.micro_batches, 1, "{plain:?}");
+    assert_eq!((plain.updates, shared.updates), (1, 1));
     assert!(plain.grad_norm > 0.0, "{plain:?}");
     assert!(
         (plain.loss - shared.loss).abs() < 1e-5,

@@ -215,20 +215,13 @@ fn eval_stage(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calculator::options::RunArgs;
+    use crate::job::settings::tests::settings_args;
     use crate::job::{CallFormat, Settings, Task};
-    use clap::Parser;
     use std::path::Path;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: RunArgs,
-    }
 
     /// The no-tool configuration of `task`'s default run in `dir`.
     fn closed_book(task: Task, dir: &str) -> TrainerConfig {
-        let args = Cli::try_parse_from(["x"]).unwrap().args;
+        let args = settings_args(&[]);
         let model = Path::new("/m.gguf");
         let settings = match task {
             Task::WikiQa(format) => Settings::wiki_qa(&args, model.into(), format),

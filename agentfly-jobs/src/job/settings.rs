@@ -441,7 +441,7 @@ impl Settings {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use clap::Parser;
 
@@ -451,7 +451,7 @@ mod tests {
         args: RunArgs,
     }
 
-    fn settings_args(argv: &[&str]) -> RunArgs {
+    pub(crate) fn settings_args(argv: &[&str]) -> RunArgs {
         Cli::try_parse_from(std::iter::once("x").chain(argv.iter().copied()))
             .unwrap()
             .args
