@@ -117,10 +117,14 @@ pub fn logprobs_of_hidden(
 /// The rows `index` of `[n, width]` (a row may come more than once: under autodiff its
 /// gradients add up).
 pub(crate) fn select_rows(t: Tensor<2>, index: &[usize]) -> Tensor<2> {
-    let device = t.device();
-    let index: Vec<i64> = index.iter().map(|&i| i as i64).collect();
-    let n = index.len();
-    t.select(0, Tensor::from_data(TensorData::new(index, [n]), &device))
+    let ids = index_tensor(index, &t.device());
+    t.select(0, ids)
+}
+
+/// `index` as a `[n]` id tensor on `device`.
+fn index_tensor(index: &[usize], device: &Device) -> Tensor<1, Int> {
+    let ids: Vec<i64> = index.iter().map(|&i| i as i64).collect();
+    Tensor::from_data(TensorData::new(ids, [index.len()]), device)
 }
 
 /// What [`logprobs_of_hidden`] computes from the final hidden states `[N, hidden]` of the
@@ -165,13 +169,11 @@ impl AtPositions {
     /// The positions `index` of these, in that order (one may come more than once: under
     /// autodiff its gradients add up).
     pub(crate) fn at(self, index: &[usize]) -> Self {
-        let device = self.logprobs.device();
-        let ids: Vec<i64> = index.iter().map(|&i| i as i64).collect();
-        let ids = Tensor::<1, Int>::from_data(TensorData::new(ids, [index.len()]), &device);
+        let ids = index_tensor(index, &self.logprobs.device());
         Self {
             logprobs: self.logprobs.select(0, ids.clone()),
-            entropy: self.entropy.map(|e| e.select(0, ids)),
-            hidden: select_rows(self.hidden, index),
+            entropy: self.entropy.map(|e| e.select(0, ids.clone())),
+            hidden: self.hidden.select(0, ids),
         }
     }
 }

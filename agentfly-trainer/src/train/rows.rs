@@ -91,7 +91,8 @@ pub(crate) fn micro_batches_among(
     // and the prefix's keys and values handed to every row (a layer keeps ~16 times more
     // per token than its keys and values).
     let cost = |group: &[usize]| {
-        computed_positions(rows, group) + (group.len() - 1) * shared_prefix(rows, group) / 16
+        let shared = shared_prefix(rows, group);
+        positions_past(rows, group, shared) + (group.len() - 1) * shared / 16
     };
     let mut clusters: Vec<Vec<usize>> = Vec::new();
     let mut cluster_of: std::collections::HashMap<&[u32], usize> = Default::default();
@@ -196,7 +197,11 @@ pub(crate) fn shared_prefix(rows: &[PolicyRow], group: &[usize]) -> usize {
 /// The positions a pass over the rows `group` runs: the rows past the prefix they share,
 /// padded to the longest, and the prefix once.
 pub(crate) fn computed_positions(rows: &[PolicyRow], group: &[usize]) -> usize {
-    let shared = shared_prefix(rows, group);
+    positions_past(rows, group, shared_prefix(rows, group))
+}
+
+/// [`computed_positions`] with the rows' `shared` prefix already known.
+fn positions_past(rows: &[PolicyRow], group: &[usize], shared: usize) -> usize {
     let longest = group
         .iter()
         .map(|&i| rows[i].tokens.len())
