@@ -239,3 +239,39 @@ fn assert_same_update(plain: &StepReport, shared: &StepReport) {
     );
     assert!((plain.entropy - shared.entropy).abs() < 1e-4);
 }
+
+/// Chains that sampled the same tokens but their last: past the shared prefix every row is
+/// one token long, a decode step's shape, which the training pass (under autodiff) must
+/// still run through the differentiable operations (it panicked in the decode step's
+/// rotation, on the wiki-qa job's fifth RL step).
+#[test]
+fn rows_that_part_only_at_their_last_token_train_as_without_sharing() {
+    let device = common::device().autodiff();
+    let model = Pretrained::load(common::fixtures().join("tiny-qwen2"), &device).unwrap();
+    let rows: Vec<PolicyRow> = [(7, 1.0), (8, -1.0), (8, -1.0)]
+        .into_iter()
+        .map(|(last, advantage)| {
+            let tokens: Vec<u32> = (0..40u32)
+                .map(|t| 3 + (t * 37) % 400)
+                .chain([last])
+                .collect();
+            let mask: Vec<f32> = (0..tokens.len())
+                .map(|t| f32::from(u8::from(t >= 20)))
+                .collect();
+            PolicyRow {
+                advantages: mask.iter().map(|m| m * advantage).collect(),
+                tokens,
+                mask,
+                ..PolicyRow::default()
+            }
+        })
+        .collect();
+    let (plain_lp, plain) = scored_and_updated(&model, &rows, false);
+    let (shared_lp, shared) = scored_and_updated(&model, &rows, true);
+    for (r, (a, b)) in plain_lp.iter().zip(&shared_lp).enumerate() {
+        let diff = max_diff(a, b);
+        assert!(diff < 1e-4, "row {r}: log-probs differ by {diff}");
+    }
+    assert_ne!(shared_lp[0][39], shared_lp[1][39]);
+    assert_same_update(&plain, &shared);
+}

@@ -67,7 +67,7 @@ pub(super) fn attend(
         return windowed(q, k, v, group, windows);
     }
     let prefixes = windows.iter().all(|w| *w == Window::after(w.prefix));
-    if len == 1 && prefixes && decode_attention::serves(&device) {
+    if len == 1 && prefixes && decode_attention::all_served(&[&q, &k, &v]) {
         let q = q.reshape([batch, heads / group, group, hd]);
         let lengths = windows.iter().map(|w| w.prefix + 1).collect();
         return decode_attention::attend(q, k, v, lengths).reshape([batch, heads, 1, hd]);

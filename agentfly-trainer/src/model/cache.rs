@@ -213,7 +213,7 @@ impl KvCache {
                 at.iter().all(|&p| p + n <= capacity),
                 "room for every row's pass"
             );
-            if super::decode_attention::serves(&pk.device()) {
+            if super::decode_attention::all_served(&[&pk, &pv, &k, &v]) {
                 // One operation a buffer, where a `slice_assign` a row took 2 × rows
                 // operations a layer (1 920 a decode step at batch 32).
                 pk = write_rows(pk, k, at.clone());

@@ -12,13 +12,23 @@
 use super::vector::{contiguous, exp_shifted, zeros};
 use burn::backend::flex::{Flex, FlexTensor};
 use burn::backend::tensor::FloatTensor;
-use burn::backend::{Backend, Dispatch, backend_extension};
+use burn::backend::{Backend, Dispatch, DispatchDevice, backend_extension};
 use burn::tensor::{Device, Shape, Tensor};
 use rayon::prelude::*;
 
-/// Whether [`attend`] runs on `device`: the plain flex (CPU) device.
+/// Whether [`attend`] (and the decode step's rotation, [`super::rope`]) runs on `device`:
+/// the plain flex (CPU) device. Not under autodiff, which a device's `==` ignores: a
+/// training pass whose rows are one token long past a shared prefix has a decode step's
+/// shapes, and these extensions have no backward pass.
 pub fn serves(device: &Device) -> bool {
-    *device == Device::flex()
+    matches!(device.as_dispatch(), DispatchDevice::Flex(_))
+}
+
+/// Whether every one of `tensors` is on a device that [`serves`]: one operand under
+/// autodiff (a training pass's activations, or the rotation tables of a model loaded for
+/// training, which a scoring pass without gradients shares) rules these extensions out.
+pub fn all_served<const D: usize>(tensors: &[&Tensor<D>]) -> bool {
+    tensors.iter().all(|t| serves(&t.device()))
 }
 
 /// `softmax(q · kᵀ / √d) · v` over the first `lengths[b]` keys of row `b`: `q`

@@ -517,7 +517,9 @@ impl Attention {
         let hd = self.head_dim;
         let (q_width, kv_width) = (self.heads * hd, self.kv_heads * hd);
         let mut qkv = self.qkv.forward(x);
-        let step = len == 1 && super::decode_attention::serves(&qkv.device());
+        let step = len == 1
+            && super::decode_attention::all_served(&[&qkv])
+            && super::decode_attention::all_served(&[cos, sin]);
         if step {
             qkv = super::rope::rotate_step(qkv, cos, sin, self.heads + self.kv_heads);
         }
