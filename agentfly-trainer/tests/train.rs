@@ -691,6 +691,39 @@ fn a_stale_batch_is_weighed_by_the_old_policy_over_the_behaviour_policy() {
     assert!(close(truncated.pg_loss, -2.0), "{truncated:?}");
     assert!(close(truncated.behaviour_weight_mean, 2.0), "{truncated:?}");
     assert_eq!(truncated.behaviour_weight_truncated, 1.0);
+
+    // Two optimizer steps on a fresh batch take the rollout's log-probs as the old ones
+    // (the first mini-batch its own pass's): no scoring pass, and the same update as
+    // scoring them where the rollout sampled with the old policy itself.
+    let two_steps = |rows: &[agentfly_trainer::train::PolicyRow]| {
+        let mut actor = Actor::new(
+            model.decoder.clone(),
+            model.rope.clone(),
+            OptimConfig::default(),
+            10,
+        );
+        let config = TrainSection {
+            mini_batches: 2,
+            ..TrainSection::default()
+        };
+        let report = policy_update(&mut actor, &mut None, None, rows, &config, 0);
+        (report, values(actor.decoder().norm.weight.val()))
+    };
+    let (scored, scored_weights) = two_steps(&rows);
+    let (recorded, recorded_weights) = two_steps(&behaviour(0.0));
+    assert_eq!((scored.updates, recorded.updates), (2, 2));
+    assert!(
+        close(scored.pg_loss, recorded.pg_loss),
+        "{scored:?}\n{recorded:?}"
+    );
+    assert!(max_diff(&scored_weights, &recorded_weights) < 1e-5);
+    // Sampled at 1/1.5 of the old probability: the first mini-batch learns at ratio 1
+    // and measures the gap; the second's ratio against the rollout is 1.5, clipped at
+    // 1.2 on every token (its surrogate −1.2).
+    let (shifted, _) = two_steps(&behaviour(shift));
+    assert!(close(shifted.logprob_gap_mean, shift), "{shifted:?}");
+    assert!(close(shifted.pg_loss, -1.1), "{shifted:?}");
+    assert!(close(shifted.clip_fraction, 0.5), "{shifted:?}");
 }
 
 #[test]

@@ -315,10 +315,13 @@ impl Decoder {
     /// products on ([`Decoder::use_bf16_products`]) they are packed in bf16 for AMX, which
     /// then serves every product of the copy, prefill and decode, the output projection's
     /// too; otherwise in f32 for the AVX-512 kernel's products of a few rows. Does nothing
-    /// off the CPU, on a CPU without the fast kernel, or with adapters not merged; a
-    /// weight changed afterwards needs packing again.
+    /// off the CPU or under autodiff (which a device's `==` ignores), on a CPU without the
+    /// fast kernel, or with adapters not merged; a weight changed afterwards needs packing
+    /// again.
     pub fn pack_for_decode(&mut self) {
-        if !crate::model::packed::fast_kernel_available() || self.embed.device() != Device::flex() {
+        if !crate::model::packed::fast_kernel_available()
+            || !super::decode_attention::serves(&self.embed.device())
+        {
             return;
         }
         let host = |t: Tensor<2>| {

@@ -45,12 +45,20 @@ pub fn policy_update(
     let temperature = actor.temperature;
     let groups = micro_batches_of(rows, config.micro_batch_tokens);
     let minis = split(rows.len(), config.mini_batches);
-    // One optimizer step on the batch: the policy the loss differentiates is the one that
-    // scores it, so the old log-probs are the gradient pass's own, detached (as verl does
-    // on-policy) — one forward pass fewer. With several steps they are scored first.
+    // The old log-probs, without a forward pass of their own where the batch allows:
+    // - one optimizer step on the batch: the policy the loss differentiates is the one
+    //   that scores it, so they are the gradient pass's own, detached (as verl does
+    //   on-policy);
+    // - several steps on a fresh batch (staleness 0) whose rollout recorded every learned
+    //   token's log-prob: those (the behaviour policy is the old one), except the first
+    //   mini-batch's, which its own first pass gives exactly and which measure the gap;
+    // - otherwise they are scored first.
     let on_policy = config.ppo_epochs.max(1) == 1 && minis.len() == 1;
+    let from_rollout = !on_policy && staleness == 0 && rows.iter().all(records_learned);
     let mut old = if on_policy {
         rows.iter().map(|r| vec![0.0; r.tokens.len() - 1]).collect()
+    } else if from_rollout {
+        rows.iter().map(rollout_logprobs).collect()
     } else {
         score(
             &actor.snapshot(),
@@ -105,8 +113,10 @@ pub fn policy_update(
         .collect();
     let mut sums = [0.0f32; 8];
     let mut attempted = 0;
-    for _ in 0..config.ppo_epochs.max(1) {
-        for (mini, weights) in minis.iter().zip(&weights) {
+    for epoch in 0..config.ppo_epochs.max(1) {
+        for (m, (mini, weights)) in minis.iter().zip(&weights).enumerate() {
+            // The weights have not moved yet: this pass's log-probs are the old ones.
+            let own_old = on_policy || (from_rollout && epoch == 0 && m == 0);
             let decoder = actor.take();
             let device = decoder.embed.val().device();
             let mut accumulator = GradientsAccumulator::new();
@@ -141,7 +151,7 @@ pub fn policy_update(
                     }
                     _ => None,
                 };
-                let old_logprobs = if on_policy {
+                let old_logprobs = if own_old {
                     let detached = got.logprobs.clone().detach();
                     for (&(i, t), v) in at.iter().zip(host(detached.clone())) {
                         old[i][t] = v;
@@ -221,7 +231,12 @@ pub fn policy_update(
             report.updates += 1;
         }
     }
-    against_rollout(rows, &old, cap, &mut report);
+    // Where the old log-probs are the rollout's, only the first mini-batch's were measured.
+    let measured: Vec<usize> = match (from_rollout, minis.first()) {
+        (true, Some(first)) => first.clone(),
+        _ => (0..rows.len()).collect(),
+    };
+    against_rollout(rows, &measured, &old, cap, &mut report);
     let mean = |x: f32| x / attempted.max(1) as f32;
     report.loss = mean(sums[0]);
     report.pg_loss = mean(sums[1]);
@@ -235,6 +250,28 @@ pub fn policy_update(
         actor.step += 1;
     }
     report
+}
+
+/// Whether `row`'s rollout recorded the log-prob of every token it learns from.
+fn records_learned(row: &PolicyRow) -> bool {
+    (1..row.tokens.len()).all(|t| {
+        !(row.mask.is_empty() || row.mask[t] > 0.0)
+            || matches!(row.rollout_logprobs.get(t), Some(Some(_)))
+    })
+}
+
+/// `row`'s rollout log-probs by position (position `t` predicts token `t + 1`), 0 where
+/// none was recorded.
+fn rollout_logprobs(row: &PolicyRow) -> Vec<f32> {
+    (1..row.tokens.len())
+        .map(|t| {
+            row.rollout_logprobs
+                .get(t)
+                .copied()
+                .flatten()
+                .unwrap_or(0.0)
+        })
+        .collect()
 }
 
 /// The behaviour weight of row `row`'s position `t` (predicting token `t + 1`) whose old
@@ -253,10 +290,16 @@ fn behaviour_weight(row: &PolicyRow, old: &[f32], t: usize, cap: f32) -> (f32, b
 /// How the old log-probs compare with the rollout's, over the tokens the rows learn from:
 /// the mean and largest |gap| where the rollout recorded a log-prob (0, 0 where it recorded
 /// none), and the mean behaviour weight and share truncated (a token without one weighs 1).
-fn against_rollout(rows: &[PolicyRow], old: &[Vec<f32>], cap: f32, report: &mut StepReport) {
+fn against_rollout(
+    rows: &[PolicyRow],
+    measured: &[usize],
+    old: &[Vec<f32>],
+    cap: f32,
+    report: &mut StepReport,
+) {
     let (mut gap_sum, mut gap_max, mut sampled) = (0.0f64, 0.0f32, 0usize);
     let (mut weight_sum, mut truncated, mut learned) = (0.0f64, 0usize, 0usize);
-    for (row, old) in rows.iter().zip(old) {
+    for (row, old) in measured.iter().map(|&i| (&rows[i], &old[i])) {
         for (t, lp) in old.iter().enumerate() {
             if !(row.mask.is_empty() || row.mask[t + 1] > 0.0) {
                 continue;
