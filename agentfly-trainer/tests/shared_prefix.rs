@@ -160,13 +160,7 @@ fn a_policy_update_is_the_same_with_prefixes_shared_or_not() {
             for &(_, t) in picks.iter().filter(|(pr, _)| *pr == r) {
                 mask[t + 1] = 1.0;
             }
-            let sign = if r == 1 { -1.0 } else { 1.0 };
-            PolicyRow {
-                advantages: mask.iter().map(|m| m * sign).collect(),
-                tokens,
-                mask,
-                ..PolicyRow::default()
-            }
+            learning(tokens, mask, if r == 1 { -1.0 } else { 1.0 })
         })
         .collect();
     // AdamW's first step moves each weight by about ±lr whatever its gradient's size, so
@@ -196,31 +190,44 @@ fn chains_with_a_common_turn() -> Vec<PolicyRow> {
             let mask: Vec<f32> = (0..tokens.len())
                 .map(|t| f32::from(u8::from(!(t < 30 || (55..75).contains(&t)))))
                 .collect();
-            PolicyRow {
-                advantages: mask.iter().map(|m| m * advantage).collect(),
-                tokens,
-                mask,
-                ..PolicyRow::default()
-            }
+            learning(tokens, mask, advantage)
         })
         .collect()
 }
 
-#[test]
-fn learned_tokens_the_rows_share_are_computed_once_with_the_same_logprobs_and_update() {
+/// A row learning from its `mask`ed tokens with `advantage`.
+fn learning(tokens: Vec<u32>, mask: Vec<f32>, advantage: f32) -> PolicyRow {
+    PolicyRow {
+        advantages: mask.iter().map(|m| m * advantage).collect(),
+        tokens,
+        mask,
+        ..PolicyRow::default()
+    }
+}
+
+/// `rows`' log-probs and update with prefixes shared are those without (the tiny model):
+/// the shared log-probs.
+fn same_with_sharing(rows: &[PolicyRow]) -> Vec<Vec<f32>> {
     let device = common::device().autodiff();
     let model = Pretrained::load(common::fixtures().join("tiny-qwen2"), &device).unwrap();
-    let rows = chains_with_a_common_turn();
-    let (plain_lp, plain) = scored_and_updated(&model, &rows, false);
-    let (shared_lp, shared) = scored_and_updated(&model, &rows, true);
+    let (plain_lp, plain) = scored_and_updated(&model, rows, false);
+    let (shared_lp, shared) = scored_and_updated(&model, rows, true);
     for (r, (a, b)) in plain_lp.iter().zip(&shared_lp).enumerate() {
         let diff = max_diff(a, b);
         assert!(diff < 1e-4, "row {r}: log-probs differ by {diff}");
-        // Within the common turn every row's log-probs are the same computation.
-        assert_eq!(b[30..54], shared_lp[0][30..54], "row {r}");
     }
-    assert!(plain_lp[1][30..54].iter().all(|&x| x < 0.0));
     assert_same_update(&plain, &shared);
+    shared_lp
+}
+
+#[test]
+fn learned_tokens_the_rows_share_are_computed_once_with_the_same_logprobs_and_update() {
+    let shared = same_with_sharing(&chains_with_a_common_turn());
+    for (r, lp) in shared.iter().enumerate() {
+        // Within the common turn every row's log-probs are the same computation.
+        assert_eq!(lp[30..54], shared[0][30..54], "row {r}");
+    }
+    assert!(shared[1][30..54].iter().all(|&x| x < 0.0));
 }
 
 /// One micro-batch, one applied update each, with a gradient, and the same loss, gradient
@@ -246,8 +253,6 @@ fn assert_same_update(plain: &StepReport, shared: &StepReport) {
 /// rotation, on the wiki-qa job's fifth RL step).
 #[test]
 fn rows_that_part_only_at_their_last_token_train_as_without_sharing() {
-    let device = common::device().autodiff();
-    let model = Pretrained::load(common::fixtures().join("tiny-qwen2"), &device).unwrap();
     let rows: Vec<PolicyRow> = [(7, 1.0), (8, -1.0), (8, -1.0)]
         .into_iter()
         .map(|(last, advantage)| {
@@ -255,23 +260,12 @@ fn rows_that_part_only_at_their_last_token_train_as_without_sharing() {
                 .map(|t| 3 + (t * 37) % 400)
                 .chain([last])
                 .collect();
-            let mask: Vec<f32> = (0..tokens.len())
+            let mask = (0..tokens.len())
                 .map(|t| f32::from(u8::from(t >= 20)))
                 .collect();
-            PolicyRow {
-                advantages: mask.iter().map(|m| m * advantage).collect(),
-                tokens,
-                mask,
-                ..PolicyRow::default()
-            }
+            learning(tokens, mask, advantage)
         })
         .collect();
-    let (plain_lp, plain) = scored_and_updated(&model, &rows, false);
-    let (shared_lp, shared) = scored_and_updated(&model, &rows, true);
-    for (r, (a, b)) in plain_lp.iter().zip(&shared_lp).enumerate() {
-        let diff = max_diff(a, b);
-        assert!(diff < 1e-4, "row {r}: log-probs differ by {diff}");
-    }
-    assert_ne!(shared_lp[0][39], shared_lp[1][39]);
-    assert_same_update(&plain, &shared);
+    let shared = same_with_sharing(&rows);
+    assert_ne!(shared[0][39], shared[1][39]);
 }
