@@ -1,6 +1,7 @@
 //! One policy update of the PPO family: old (and reference) log-probs in one no-grad pass
 //! at the rollout's temperature (the old ones taken from the gradient pass itself when the
-//! batch gets a single optimizer step), the gap between them and the rollout's own, then
+//! batch gets a single optimizer step, and from the rollout when a fresh batch gets
+//! several), the gap between them and the rollout's own, then
 //! `ppo_epochs` passes over the batch in `mini_batches` optimizer steps each — the masked
 //! clipped loss (with the critic's clipped value loss under GAE), exact gradient
 //! accumulation over micro-batches, global-norm clipping and AdamW. A step whose loss or
