@@ -54,12 +54,23 @@ pub fn policy_update(
     //   token's log-prob: those (the behaviour policy is the old one), except the first
     //   mini-batch's, which its own first pass gives exactly and which measure the gap;
     // - otherwise they are scored first.
+    let masks = learned_masks(rows);
     let on_policy = config.ppo_epochs.max(1) == 1 && minis.len() == 1;
-    let from_rollout = !on_policy && staleness == 0 && rows.iter().all(records_learned);
+    let from_rollout = !on_policy
+        && staleness == 0
+        && rows.iter().zip(&masks).all(|(row, mask)| {
+            let recorded = |(t, &m): (usize, &f32)| m <= 0.0 || rollout_logprob(row, t).is_some();
+            mask.iter().enumerate().all(recorded)
+        });
     let mut old = if on_policy {
         rows.iter().map(|r| vec![0.0; r.tokens.len() - 1]).collect()
     } else if from_rollout {
-        rows.iter().map(rollout_logprobs).collect()
+        let recorded = |row: &PolicyRow| {
+            (0..row.tokens.len() - 1)
+                .map(|t| rollout_logprob(row, t).unwrap_or(0.0))
+                .collect()
+        };
+        rows.iter().map(recorded).collect()
     } else {
         score(
             &actor.snapshot(),
@@ -76,7 +87,6 @@ pub fn policy_update(
     } else {
         None
     };
-    let masks = learned_masks(rows);
     let lr = actor.lr();
     let mut report = StepReport {
         lr,
@@ -253,38 +263,22 @@ pub fn policy_update(
     report
 }
 
-/// Whether `row`'s rollout recorded the log-prob of every token it learns from.
-fn records_learned(row: &PolicyRow) -> bool {
-    (1..row.tokens.len()).all(|t| {
-        !(row.mask.is_empty() || row.mask[t] > 0.0)
-            || matches!(row.rollout_logprobs.get(t), Some(Some(_)))
-    })
-}
-
-/// `row`'s rollout log-probs by position (position `t` predicts token `t + 1`), 0 where
-/// none was recorded.
-fn rollout_logprobs(row: &PolicyRow) -> Vec<f32> {
-    (1..row.tokens.len())
-        .map(|t| {
-            row.rollout_logprobs
-                .get(t)
-                .copied()
-                .flatten()
-                .unwrap_or(0.0)
-        })
-        .collect()
+/// The rollout's log-prob of the token `row`'s position `t` predicts (`t + 1`), where it
+/// recorded one.
+fn rollout_logprob(row: &PolicyRow, t: usize) -> Option<f32> {
+    row.rollout_logprobs.get(t + 1).copied().flatten()
 }
 
 /// The behaviour weight of row `row`'s position `t` (predicting token `t + 1`) whose old
 /// log-prob is `old[t]`: `exp(old − rollout log-prob)` truncated at `cap`, and whether it
 /// was; (1, false) where the rollout recorded none.
 fn behaviour_weight(row: &PolicyRow, old: &[f32], t: usize, cap: f32) -> (f32, bool) {
-    match row.rollout_logprobs.get(t + 1) {
-        Some(Some(sampled)) => {
+    match rollout_logprob(row, t) {
+        Some(sampled) => {
             let w = (old[t] - sampled).exp();
             if w > cap { (cap, true) } else { (w, false) }
         }
-        _ => (1.0, false),
+        None => (1.0, false),
     }
 }
 
@@ -305,7 +299,7 @@ fn against_rollout(
             if !(row.mask.is_empty() || row.mask[t + 1] > 0.0) {
                 continue;
             }
-            if let Some(Some(rollout)) = row.rollout_logprobs.get(t + 1) {
+            if let Some(rollout) = rollout_logprob(row, t) {
                 let gap = (lp - rollout).abs();
                 gap_sum += f64::from(gap);
                 gap_max = gap_max.max(gap);
