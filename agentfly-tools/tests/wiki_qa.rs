@@ -113,6 +113,37 @@ fn splits_are_deterministic_disjoint_and_mixed() {
     );
 }
 
+#[test]
+fn a_larger_test_split_leaves_the_others_and_begins_with_the_smaller_one() {
+    let small = made();
+    let large = splits(index(), 0, SplitSizes { test: 300, ..SIZES }).unwrap();
+    assert_eq!(large.test.len(), 300);
+    assert_eq!(
+        (&large.train, &large.val, &large.demos),
+        (&small.train, &small.val, &small.demos),
+        "the training, validation and demonstration questions do not depend on the test size"
+    );
+    assert_eq!(&large.test[..150], &small.test[..]);
+    let ids: std::collections::HashSet<&str> = large.test.iter().map(|q| q.id.as_str()).collect();
+    assert_eq!(ids.len(), 300, "ids are unique");
+    assert_eq!(large.test[299].id, "test-299");
+    // The families in turn, from the held-out articles left: about 100 each (a family
+    // whose article turns out not to allow its question passes its turn).
+    for family in Family::WIDE {
+        let n = large.test.iter().filter(|q| q.family == family).count();
+        assert!((97..=103).contains(&n), "{family:?}: {n}");
+    }
+    let val: std::collections::HashSet<&str> =
+        small.val.iter().map(|q| q.article.as_str()).collect();
+    assert!(large.test.iter().all(|q| !val.contains(q.article.as_str())));
+    let named = |split: &'static str, qs: &[agentfly_tools::tasks::wiki_qa::Question]| {
+        (split, qs.iter().map(|q| q.sample()).collect::<Vec<_>>())
+    };
+    let (test, train) = (named("test", &large.test), named("train", &large.train));
+    check_articles_disjoint(&[(test.0, &test.1[..]), (train.0, &train.1[..])]).unwrap();
+    check_disjoint(&[(test.0, &test.1[..]), (train.0, &train.1[..])]).unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demonstrations_show_what_the_tools_really_return() {
     agentfly_tools::wiki::install(index().clone());

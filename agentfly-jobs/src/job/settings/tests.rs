@@ -84,8 +84,11 @@ fn every_algorithm_and_preset_gives_a_trainer_config_that_loads_back_equal() {
                 // The smoke run checks the machinery: the calculator's small RL steps.
                 assert_eq!((s.samples_per_step, s.chains), (2, 4), "{s:?}");
                 assert_eq!(c.output.keep_checkpoints, 1);
+                assert_eq!(s.eval_every, 1, "{s:?}");
             } else {
                 assert_eq!(c.output.keep_checkpoints, 2);
+                // 300 held-out questions; validation after the tenth step only.
+                assert_eq!((s.test, s.eval_every), (300, 10), "{s:?}");
             }
             let back: Settings = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
             assert_eq!(back, s);
