@@ -152,8 +152,9 @@ impl Projection {
             if part.start > at {
                 pieces.push(out.clone().narrow(D - 1, at, part.start - at).zeros_like());
             }
-            let low = product(x.clone(), part.a.val(), None, false);
-            pieces.push(product(low, part.b.val(), None, false) * part.scale);
+            // The scale on the rank-wide product, not on the projection-wide one.
+            let low = product(x.clone(), part.a.val(), None, false) * part.scale;
+            pieces.push(product(low, part.b.val(), None, false));
             at = part.start + part.width;
         }
         if at < total {
