@@ -14,9 +14,9 @@
 //! articles no question has used); the warm-start demonstrations use two narrow forms,
 //! neither of them asked in the held-out splits, on training articles: the named
 //! article's year (retrieve, read) and the described article's year (search the
-//! description, retrieve the first result, read). The answer never appears in its question (checked as each one is
-//! made). A summary's year is used only where it occurs once in the summary and the
-//! sentence holds no other year, so the blank has one answer.
+//! description, retrieve the first result, read). The answer never appears in its
+//! question (checked as each one is made). A summary's year is used only where it occurs
+//! once in the summary and the sentence holds no other year, so the blank has one answer.
 
 use super::arithmetic::{Exhausted, SplitSizes, normalise};
 use crate::wiki::{article_text, search_text};
