@@ -181,6 +181,51 @@ fn next_turns_of_many_chains_are_prefilled_together_and_generate_what_they_gener
     }
 }
 
+/// A compacted batch keeps its cache's room: sequences that join after it (more than the
+/// free slots) take rows the compaction left, and a longer one grows the buffers; each still
+/// generates what it generates alone.
+#[test]
+fn sequences_that_join_a_compacted_batch_generate_what_they_generate_alone() {
+    let model = Pretrained::load(common::fixtures().join("tiny-qwen2"), &common::device()).unwrap();
+    let mut batch = DecodeBatch::new();
+    let mut want: BTreeMap<usize, Generation> = BTreeMap::new();
+    let mut done: BTreeMap<usize, Generation> = BTreeMap::new();
+    let mut admit = |batch: &mut DecodeBatch<usize>, key: usize, len: usize, budget: usize| {
+        let (prompt, seed) = (context(len, key as u32), 500 + key as u64);
+        want.insert(key, alone(&model, &prompt, budget, seed));
+        batch.admit(&model, vec![(key, spec(prompt, budget, seed))])
+    };
+    // Eight sequences, five of them short: they leave and the batch is compacted.
+    for key in 0..8 {
+        let budget = if key % 3 == 0 { 30 } else { 2 };
+        assert!(admit(&mut batch, key, 6 + key, budget).is_empty());
+    }
+    while batch.slots() == 8 {
+        done.extend(batch.step(&model, None));
+    }
+    let (live, slots) = (batch.len(), batch.slots());
+    assert!(
+        live <= 3 && slots < 8,
+        "compacted to {slots} slots for {live}"
+    );
+    // Four joiners, more than the free slots; the last is longer than any context so far.
+    for (key, len) in [(8, 9), (9, 12), (10, 7), (11, 90)] {
+        assert!(admit(&mut batch, key, len, 10).is_empty());
+    }
+    assert_eq!(batch.len(), live + 4);
+    while !batch.is_empty() {
+        done.extend(batch.step(&model, None));
+    }
+    assert_eq!(done.len(), want.len());
+    for (key, want) in &want {
+        let got = &done[key];
+        assert_eq!(got.new_ids, want.new_ids, "sequence {key}");
+        for (a, b) in got.logprobs.iter().zip(&want.logprobs) {
+            assert!((a - b).abs() < 1e-4, "sequence {key}: logprob {a} vs {b}");
+        }
+    }
+}
+
 /// Chain `i`'s observation: `[1, 2, 3, 26, 5, 26]` tokens long.
 fn observation(i: usize) -> Vec<u32> {
     let len = [1, 2, 3, 26, 5, 26][i];

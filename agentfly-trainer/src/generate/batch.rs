@@ -108,7 +108,8 @@ struct Row<K> {
 /// one decode pass. The cache is ragged (see [`KvCache`]): joining and leaving copy only
 /// the row concerned, however long the others' contexts. A free slot is decoded along
 /// (its output unused) until a sequence joins into it; when more than a quarter of the
-/// slots are free, the batch is compacted. `K` identifies a sequence to the caller.
+/// slots are free, the batch is compacted (on the CPU its rows move down within the
+/// cache's buffers, whose room later joiners reuse). `K` identifies a sequence to the caller.
 #[derive(Debug)]
 pub struct DecodeBatch<K> {
     cache: KvCache,
@@ -351,7 +352,7 @@ impl<K> DecodeBatch<K> {
     }
 
     /// Frees every slot once no sequence is left; compacts the batch when more than a
-    /// quarter of its slots are free (copying the rows kept). Returns `per_slot` (when
+    /// quarter of its slots are free (moving the rows kept down). Returns `per_slot` (when
     /// given) in the new order of the slots.
     fn compact_if_sparse(&mut self, per_slot: Vec<i64>) -> Vec<i64> {
         let live = self.len();
@@ -368,7 +369,7 @@ impl<K> DecodeBatch<K> {
         let kept = self.live_slots();
         let device = self.cache_device();
         let index = int_tensor(kept.iter().map(|&s| s as i64).collect(), [live], &device);
-        self.cache.select_rows(index.clone());
+        self.cache.keep_rows(&kept);
         self.logits = self.logits.take().map(|l| l.select(0, index));
         let mut slots = std::mem::take(&mut self.slots);
         self.slots = kept.iter().map(|&s| slots[s].take()).collect();

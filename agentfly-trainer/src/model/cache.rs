@@ -16,12 +16,16 @@
 //!   writes each row's tokens from its own position on ([`write_at`](KvCache::write_at)).
 //!   A sequence joins by copying its own cache into a free slot
 //!   ([`write_row`](KvCache::write_row)) and leaves by freeing it, so neither copies the
-//!   other rows; nor does a longer sequence joining move anyone.
+//!   other rows; nor does a longer sequence joining move anyone. The buffers keep spare
+//!   rows too: a batch that is compacted ([`keep_rows`](KvCache::keep_rows), rows moved
+//!   down in place) and grows again ([`add_rows`](KvCache::add_rows)) reuses them, and
+//!   a pass reads only the rows in use (a view of the buffers' first rows).
 
 use burn::backend::flex::{Flex, FlexTensor};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Dispatch, backend_extension};
-use burn::tensor::{Int, Tensor};
+use burn::tensor::{Int, Tensor, TensorData};
+use rayon::prelude::*;
 
 /// Positions of room a layer's buffers keep beyond what is cached, at least.
 pub const SPARE: usize = 64;
@@ -36,6 +40,9 @@ pub struct KvCache {
     lens: Vec<usize>,
     /// Ragged: where the next pass writes each row's first position.
     write_at: Option<Vec<usize>>,
+    /// Ragged: the rows in use where the buffers hold more (spare rows at the end, what
+    /// they hold unread); `None`: every row of the buffers.
+    rows: Option<usize>,
 }
 
 /// Room for `needed` positions and some to spare: an eighth more, at least [`SPARE`] (the
@@ -44,17 +51,48 @@ fn room_for(needed: usize) -> usize {
     needed + (needed / 8).max(SPARE)
 }
 
+/// Room for `needed` positions in a ragged batch whose buffers hold `held`: half again as
+/// many at least, so that a batch whose contexts grow turn after turn copies its buffers
+/// a few times rather than at every eighth.
+fn room_to_grow(needed: usize, held: usize) -> usize {
+    room_for(needed).max(held + held / 2)
+}
+
 /// The first `len` positions of `t` `[rows, heads, _, dim]` in a new buffer of `capacity`
 /// positions, the rest zero.
 fn regrow(t: Tensor<4>, len: usize, capacity: usize) -> Tensor<4> {
+    if super::decode_attention::all_served(&[&t]) {
+        // One new buffer, each element written once.
+        return Tensor::from_dispatch(<Dispatch as RaggedWrite>::grow_positions(
+            t.into_dispatch(),
+            len,
+            capacity,
+        ));
+    }
     let [rows, heads, _, dim] = t.dims();
     let zeros = Tensor::zeros([rows, heads, capacity - len, dim], &t.device());
     Tensor::cat(vec![t.narrow(2, 0, len), zeros], 2)
 }
 
-/// `buffer` `[rows, heads, capacity, d]` with each row `r`'s `new` `[rows, heads, n, d]`
-/// written at positions `at[r] .. at[r] + n`: in place where the buffer is held only here
-/// (a decode step's cache), else into a copy. On the flex (CPU) device only.
+/// Runs `f` on every layer's buffers, the layers spread over rayon's threads: the cache's
+/// copies are memory-bound (and a new buffer's first touch faults its pages in), so two
+/// cores do them in about half the time, where one of them would otherwise wait.
+fn each_layer(
+    layers: &mut [Option<(Tensor<4>, Tensor<4>)>],
+    f: impl Fn(Tensor<4>, Tensor<4>) -> (Tensor<4>, Tensor<4>) + Sync,
+) {
+    layers.par_iter_mut().for_each(|layer| {
+        // Taken out, so the buffers can be written in place.
+        if let Some((k, v)) = layer.take() {
+            *layer = Some(f(k, v));
+        }
+    });
+}
+
+/// `buffer` `[rows, heads, capacity, d]` with each row `r`'s `new` `[at.len(), heads, n, d]`
+/// written at positions `at[r] .. at[r] + n` (the buffer's rows past `at.len()` untouched):
+/// in place where the buffer is held only here (a decode step's cache), else into a copy.
+/// On the flex (CPU) device only.
 fn write_rows(buffer: Tensor<4>, new: Tensor<4>, at: Vec<usize>) -> Tensor<4> {
     Tensor::from_dispatch(<Dispatch as RaggedWrite>::ragged_write(
         buffer.into_dispatch(),
@@ -63,7 +101,17 @@ fn write_rows(buffer: Tensor<4>, new: Tensor<4>, at: Vec<usize>) -> Tensor<4> {
     ))
 }
 
-/// The extension behind [`write_rows`].
+/// `buffer` `[rows, heads, capacity, d]` with its rows `kept` (ascending) moved to rows
+/// `0..kept.len()`, the rows after them holding what they held: in place where the buffer is
+/// held only here, else in a copy. On the flex (CPU) device only.
+fn move_rows(buffer: Tensor<4>, kept: Vec<usize>) -> Tensor<4> {
+    Tensor::from_dispatch(<Dispatch as RaggedWrite>::move_rows_down(
+        buffer.into_dispatch(),
+        kept,
+    ))
+}
+
+/// The extension behind [`write_rows`] and [`move_rows`].
 #[backend_extension(Flex)]
 trait RaggedWrite: Backend {
     /// See [`write_rows`].
@@ -72,6 +120,12 @@ trait RaggedWrite: Backend {
         new: FloatTensor<Self>,
         at: Vec<usize>,
     ) -> FloatTensor<Self>;
+
+    /// See [`move_rows`].
+    fn move_rows_down(buffer: FloatTensor<Self>, kept: Vec<usize>) -> FloatTensor<Self>;
+
+    /// See [`regrow`].
+    fn grow_positions(buffer: FloatTensor<Self>, len: usize, capacity: usize) -> FloatTensor<Self>;
 }
 
 impl RaggedWrite for Flex {
@@ -79,16 +133,16 @@ impl RaggedWrite for Flex {
         let mut buffer = super::vector::contiguous(buffer);
         let new = super::vector::contiguous(new);
         let dims = buffer.layout().shape().to_vec();
-        let [rows, heads, capacity, d] = dims[..] else {
+        let [held, heads, capacity, d] = dims[..] else {
             panic!("a [rows, heads, capacity, d] buffer, got {dims:?}")
         };
-        let n = new.layout().shape()[2];
+        let (rows, n) = (at.len(), new.layout().shape()[2]);
+        assert!(rows <= held, "{rows} rows written into a buffer of {held}");
         assert_eq!(
             new.layout().shape().to_vec(),
             [rows, heads, n, d],
-            "new keys or values for every row of {dims:?}"
+            "new keys or values for every row written of {dims:?}"
         );
-        assert_eq!(at.len(), rows, "a position for every row");
         assert!(
             at.iter().all(|&p| p + n <= capacity),
             "room for every row's pass"
@@ -104,6 +158,44 @@ impl RaggedWrite for Flex {
         }
         buffer
     }
+
+    fn move_rows_down(buffer: FlexTensor, kept: Vec<usize>) -> FlexTensor {
+        let mut buffer = super::vector::contiguous(buffer);
+        let shape = buffer.layout().shape().to_vec();
+        let held = shape[0];
+        assert!(
+            kept.windows(2).all(|w| w[0] < w[1]) && kept.last().is_none_or(|&r| r < held),
+            "rows {kept:?} ascending, of {held}"
+        );
+        let row = shape[1..].iter().product::<usize>();
+        let data = buffer.storage_mut::<f32>();
+        // Ascending, so row `from` ≥ `to` has not been written over yet.
+        for (to, &from) in kept.iter().enumerate() {
+            if from != to {
+                data.copy_within(from * row..(from + 1) * row, to * row);
+            }
+        }
+        buffer
+    }
+
+    fn grow_positions(buffer: FlexTensor, len: usize, capacity: usize) -> FlexTensor {
+        let buffer = super::vector::contiguous(buffer);
+        let dims = buffer.layout().shape().to_vec();
+        let [rows, heads, held, d] = dims[..] else {
+            panic!("a [rows, heads, positions, d] buffer, got {dims:?}")
+        };
+        assert!(
+            len <= held && len <= capacity,
+            "{len} of {held} positions into {capacity}"
+        );
+        let from = buffer.storage::<f32>();
+        let mut out = Vec::with_capacity(rows * heads * capacity * d);
+        for line in from.chunks_exact(held * d) {
+            out.extend_from_slice(&line[..len * d]);
+            out.resize(out.len() + (capacity - len) * d, 0.0);
+        }
+        FlexTensor::from_data(TensorData::new(out, [rows, heads, capacity, d]))
+    }
 }
 
 impl KvCache {
@@ -113,6 +205,21 @@ impl KvCache {
             layers: vec![None; layers],
             lens: vec![0; layers],
             write_at: None,
+            rows: None,
+        }
+    }
+
+    /// The rows (sequences, or slots of a ragged batch) the cache holds.
+    pub fn rows(&self) -> usize {
+        self.rows
+            .unwrap_or_else(|| self.first().map_or(0, |k| k.dims()[0]))
+    }
+
+    /// `t` `[held, ..]` narrowed to the rows in use: a view, its rows contiguous.
+    fn in_use(&self, t: Tensor<4>) -> Tensor<4> {
+        match self.rows {
+            Some(rows) if rows < t.dims()[0] => t.narrow(0, 0, rows),
+            _ => t,
         }
     }
 
@@ -156,41 +263,46 @@ impl KvCache {
         let layers = rows.first().map_or(0, |(c, _)| c.layers.len());
         let capacity = room_for(positions);
         let mut stacked = Self::new(layers);
-        for layer in 0..layers {
-            let mut buffers: Option<(Tensor<4>, Tensor<4>)> = None;
-            for (r, (row, len)) in rows.iter().enumerate() {
-                let (k, v) = row.layers[layer]
-                    .as_ref()
-                    .expect("a cached prefix has every layer");
-                let [_, heads, _, dim] = k.dims();
-                // Two buffers, each written in place (one zero tensor shared by both would
-                // be copied at the first write).
-                let (sk, sv) = buffers.take().unwrap_or_else(|| {
-                    let zeros = || Tensor::zeros([rows.len(), heads, capacity, dim], &k.device());
-                    (zeros(), zeros())
-                });
-                let to = [r..r + 1, 0..heads, 0..*len, 0..dim];
-                buffers = Some((
-                    sk.slice_assign(to.clone(), k.clone().narrow(2, 0, *len)),
-                    sv.slice_assign(to, v.clone().narrow(2, 0, *len)),
-                ));
-            }
-            stacked.layers[layer] = buffers;
-        }
+        // The layers spread over rayon's threads, as in `each_layer`.
+        stacked.layers = (0..layers)
+            .into_par_iter()
+            .map(|layer| {
+                let mut buffers: Option<(Tensor<4>, Tensor<4>)> = None;
+                for (r, (row, len)) in rows.iter().enumerate() {
+                    let (k, v) = row.layers[layer]
+                        .as_ref()
+                        .expect("a cached prefix has every layer");
+                    let [_, heads, _, dim] = k.dims();
+                    // Two buffers, each written in place (one zero tensor shared by both
+                    // would be copied at the first write).
+                    let (sk, sv) = buffers.take().unwrap_or_else(|| {
+                        let zeros =
+                            || Tensor::zeros([rows.len(), heads, capacity, dim], &k.device());
+                        (zeros(), zeros())
+                    });
+                    let to = [r..r + 1, 0..heads, 0..*len, 0..dim];
+                    buffers = Some((
+                        sk.slice_assign(to.clone(), k.clone().narrow(2, 0, *len)),
+                        sv.slice_assign(to, v.clone().narrow(2, 0, *len)),
+                    ));
+                }
+                buffers
+            })
+            .collect();
         stacked
     }
 
-    /// Grows every layer's buffers to hold at least `positions` positions.
+    /// Ragged: grows every layer's buffers to hold at least `positions` positions (half
+    /// again as many as they held, at least: see [`room_to_grow`]).
     pub fn reserve(&mut self, positions: usize) {
         if positions <= self.capacity() {
             return;
         }
-        let capacity = room_for(positions);
-        for (k, v) in self.layers.iter_mut().flatten() {
+        let capacity = room_to_grow(positions, self.capacity());
+        each_layer(&mut self.layers, |k, v| {
             let len = k.dims()[2];
-            *k = regrow(k.clone(), len, capacity);
-            *v = regrow(v.clone(), len, capacity);
-        }
+            (regrow(k, len, capacity), regrow(v, len, capacity))
+        });
     }
 
     /// Appends this pass's keys and values of `layer`; returns the layer's whole buffers
@@ -208,7 +320,10 @@ impl KvCache {
                 .take()
                 .expect("a ragged pass writes into existing buffers");
             let capacity = pk.dims()[2];
-            assert_eq!((batch, at.len()), (pk.dims()[0], batch));
+            assert_eq!(
+                (batch, at.len()),
+                (self.rows.unwrap_or(pk.dims()[0]), batch)
+            );
             assert!(
                 at.iter().all(|&p| p + n <= capacity),
                 "room for every row's pass"
@@ -229,7 +344,7 @@ impl KvCache {
             if layer + 1 == self.layers.len() {
                 self.write_at = None;
             }
-            return (pk, pv, capacity);
+            return (self.in_use(pk), self.in_use(pv), capacity);
         }
         let len = self.lens[layer];
         let (k, v) = match self.layers[layer].take() {
@@ -258,16 +373,47 @@ impl KvCache {
             *k = k.clone().select(0, rows.clone());
             *v = v.clone().select(0, rows.clone());
         }
+        self.rows = None;
     }
 
-    /// Adds `n` zeroed rows (free slots) at the end: one copy of the cache.
-    pub fn add_rows(&mut self, n: usize) {
-        for (k, v) in self.layers.iter_mut().flatten() {
-            let [_, heads, capacity, dim] = k.dims();
-            let zeros = Tensor::zeros([n, heads, capacity, dim], &k.device());
-            *k = Tensor::cat(vec![k.clone(), zeros.clone()], 0);
-            *v = Tensor::cat(vec![v.clone(), zeros], 0);
+    /// Ragged: keeps the rows `kept` (ascending), moved to the front in that order; the
+    /// others are dropped. On the CPU the rows move down within the buffers, which keep
+    /// the room of the dropped rows for [`add_rows`](Self::add_rows); elsewhere the kept
+    /// rows are copied into new buffers.
+    pub fn keep_rows(&mut self, kept: &[usize]) {
+        let Some(device) = self.device() else {
+            return;
+        };
+        if !super::decode_attention::serves(&device) {
+            let index = kept.iter().map(|&r| r as i64).collect::<Vec<_>>();
+            let index =
+                Tensor::from_data(burn::tensor::TensorData::new(index, [kept.len()]), &device);
+            return self.select_rows(index);
         }
+        each_layer(&mut self.layers, |k, v| {
+            (move_rows(k, kept.to_vec()), move_rows(v, kept.to_vec()))
+        });
+        self.rows = Some(kept.len());
+    }
+
+    /// Adds `n` rows (free slots) after those in use: rows the buffers hold spare where
+    /// they have them (what those hold is never read before a sequence is written there),
+    /// else half again as many zeroed rows as the buffers held, at least `n`, in one copy.
+    pub fn add_rows(&mut self, n: usize) {
+        let rows = self.rows();
+        let held = self.first().map_or(0, |k| k.dims()[0]);
+        if rows + n > held {
+            let grow = (rows + n).max(held + held / 2) - held;
+            each_layer(&mut self.layers, |k, v| {
+                let [_, heads, capacity, dim] = k.dims();
+                let zeros = Tensor::zeros([grow, heads, capacity, dim], &k.device());
+                (
+                    Tensor::cat(vec![k, zeros.clone()], 0),
+                    Tensor::cat(vec![v, zeros], 0),
+                )
+            });
+        }
+        self.rows = Some(rows + n);
     }
 
     /// Ragged: puts positions `start..start + len` of `from`'s row `row` into slot `slot`
@@ -275,18 +421,27 @@ impl KvCache {
     /// copied. Positions past `len` keep what the slot held before (the caller masks them).
     pub fn write_row(&mut self, slot: usize, from: &KvCache, row: usize, start: usize, len: usize) {
         self.reserve(len + 1);
-        for (mine, theirs) in self.layers.iter_mut().zip(&from.layers) {
-            let (Some((k, v)), Some((ok, ov))) = (mine.take(), theirs) else {
-                panic!("write_row needs two caches of the same layers");
-            };
-            let [_, heads, _, dim] = k.dims();
-            let to = [slot..slot + 1, 0..heads, 0..len, 0..dim];
-            let part = |t: &Tensor<4>| t.clone().narrow(0, row, 1).narrow(2, start, len);
-            *mine = Some((
-                k.slice_assign(to.clone(), part(ok)),
-                v.slice_assign(to, part(ov)),
-            ));
-        }
+        assert_eq!(
+            self.layers.len(),
+            from.layers.len(),
+            "caches of the same layers"
+        );
+        let part = |t: &Tensor<4>| t.clone().narrow(0, row, 1).narrow(2, start, len);
+        self.layers
+            .par_iter_mut()
+            .zip(&from.layers)
+            .for_each(|(mine, theirs)| {
+                // Taken out, so the buffers are written in place.
+                let (Some((k, v)), Some((ok, ov))) = (mine.take(), theirs) else {
+                    panic!("write_row needs two caches of the same layers");
+                };
+                let [_, heads, _, dim] = k.dims();
+                let to = [slot..slot + 1, 0..heads, 0..len, 0..dim];
+                *mine = Some((
+                    k.slice_assign(to.clone(), part(ok)),
+                    v.slice_assign(to, part(ov)),
+                ));
+            });
     }
 
     /// Zeroes slot `slot` in every layer: a sequence whose logits were not finite may have
@@ -313,7 +468,7 @@ impl KvCache {
     /// first make a contiguous copy of all rows.
     fn copy(&self, row: Option<usize>, start: usize, len: usize) -> KvCache {
         let part = |t: &Tensor<4>| {
-            let t = t.clone().narrow(2, start, len);
+            let t = self.in_use(t.clone()).narrow(2, start, len);
             match row {
                 Some(row) => {
                     let [_, heads, _, dim] = t.dims();
@@ -325,13 +480,14 @@ impl KvCache {
         };
         let layers = self
             .layers
-            .iter()
+            .par_iter()
             .map(|layer| layer.as_ref().map(|(k, v)| (part(k), part(v))))
             .collect();
         KvCache {
             layers,
             lens: vec![len; self.layers.len()],
             write_at: None,
+            rows: None,
         }
     }
 
@@ -388,6 +544,7 @@ mod tests {
             layers: vec![Some((nan.clone(), nan))],
             lens: vec![5],
             write_at: None,
+            rows: None,
         };
         cache.write_row(1, &poisoned, 0, 0, 5);
         cache.clear_row(1);
@@ -399,5 +556,50 @@ mod tests {
             let want = rows.clone().narrow(0, row, 1);
             assert_eq!((got - want).abs().max().into_scalar::<f32>(), 0.0);
         }
+    }
+
+    #[test]
+    fn kept_rows_move_down_in_place_and_added_rows_reuse_the_room_left() {
+        let device = Device::flex();
+        let mut cache = KvCache::new(1);
+        let normal = Distribution::Normal(0.0, 1.0);
+        let rows = Tensor::<4>::random([4, 2, 5, 3], normal, &device);
+        cache.append(0, rows.clone(), rows.clone());
+        let held = |c: &KvCache| c.first().unwrap().dims()[0];
+        let row =
+            |c: &KvCache, r: usize| c.first().unwrap().clone().narrow(0, r, 1).narrow(2, 0, 5);
+        let same = |a: Tensor<4>, b: Tensor<4>| (a - b).abs().max().into_scalar::<f32>() == 0.0;
+
+        cache.keep_rows(&[1, 3]);
+        assert_eq!(
+            (cache.rows(), held(&cache)),
+            (2, 4),
+            "moved within the buffers"
+        );
+        assert!(same(row(&cache, 0), rows.clone().narrow(0, 1, 1)));
+        assert!(same(row(&cache, 1), rows.clone().narrow(0, 3, 1)));
+
+        cache.add_rows(1);
+        assert_eq!((cache.rows(), held(&cache)), (3, 4), "a spare row reused");
+        cache.add_rows(3);
+        assert_eq!(cache.rows(), 6);
+        assert!(held(&cache) >= 6);
+        assert!(
+            same(row(&cache, 1), rows.clone().narrow(0, 3, 1)),
+            "kept across growth"
+        );
+
+        // A ragged pass writes and reads the rows in use only.
+        let step = Tensor::<4>::random([6, 2, 1, 3], normal, &device);
+        cache.reserve(6);
+        cache.write_at(vec![5; 6]);
+        let (k, _, capacity) = cache.append(0, step.clone(), step.clone());
+        assert_eq!(k.dims(), [6, 2, capacity, 3]);
+        assert!(same(k.clone().narrow(2, 5, 1), step));
+        assert!(same(
+            k.narrow(0, 0, 1).narrow(2, 0, 5),
+            rows.narrow(0, 1, 1)
+        ));
+        assert_eq!(cache.row(1, 0, 5).rows(), 1);
     }
 }
