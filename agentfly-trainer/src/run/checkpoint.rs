@@ -214,16 +214,19 @@ pub fn commit(
 }
 
 /// Writes the critic's head (`critic.json`, with its parameter ids) and its optimizer.
-pub fn save_critic(dir: &Path, critic: &Critic) -> Result<(), String> {
-    let (weight, bias) = critic.head.values();
+pub fn save_critic(
+    dir: &Path,
+    head: &ValueHead,
+    optimizer: &burn::optim::ModuleOptimizer,
+) -> Result<(), String> {
+    let (weight, bias) = head.values();
     let text = serde_json::json!({
         "weight": weight,
         "bias": bias,
-        "ids": [critic.head.weight.id.val(), critic.head.bias.id.val()],
+        "ids": [head.weight.id.val(), head.bias.id.val()],
     });
     std::fs::write(dir.join("critic.json"), text.to_string()).map_err(|e| e.to_string())?;
-    critic
-        .optimizer()
+    optimizer
         .save(dir.join("critic_optimizer.bpk"))
         .map_err(|e| format!("critic optimizer: {e:?}"))
 }

@@ -241,6 +241,7 @@ impl Trainer {
             resumed_from,
             device,
             written: Default::default(),
+            writing: Default::default(),
         })
     }
 }

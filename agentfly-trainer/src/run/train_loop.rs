@@ -48,30 +48,39 @@ impl Trainer {
         let mut last_reward = None;
         let (mut steps, mut updated_steps, mut nonfinite_skips, mut reward_failures) = (0, 0, 0, 0);
         let mut last_skip = None;
-        while self.step < total {
-            let m = self.train_step()?;
-            last_reward = Some(m.reward_mean);
-            steps += 1;
-            reward_failures += m.reward_failures;
-            if m.update.updates > 0 {
-                updated_steps += 1;
-            } else if let Some(reason) = m.update.skipped.as_deref()
-                && reason.contains("non-finite")
-            {
-                nonfinite_skips += 1;
-                last_skip = Some(reason.to_string());
+        let mut run = || -> Result<(), TrainError> {
+            while self.step < total {
+                let m = self.train_step()?;
+                last_reward = Some(m.reward_mean);
+                steps += 1;
+                reward_failures += m.reward_failures;
+                if m.update.updates > 0 {
+                    updated_steps += 1;
+                } else if let Some(reason) = m.update.skipped.as_deref()
+                    && reason.contains("non-finite")
+                {
+                    nonfinite_skips += 1;
+                    last_skip = Some(reason.to_string());
+                }
+                log.append(&m)?;
+                print_line(&bar, &m.line(self.config.train.measures_kl()));
+                bar.set_message(format!("reward {:.3}", m.reward_mean));
+                bar.set_position(self.step as u64);
+                let every = self.config.output.checkpoint_every.max(1);
+                if self.step.is_multiple_of(every) || self.step == total {
+                    // Written while the next step rolls out (and `after_step` runs).
+                    self.save_checkpoint_in_background()?;
+                }
+                after_step(self, &m, &bar).map_err(TrainError::AfterStep)?;
             }
-            log.append(&m)?;
-            print_line(&bar, &m.line(self.config.train.measures_kl()));
-            bar.set_message(format!("reward {:.3}", m.reward_mean));
-            bar.set_position(self.step as u64);
-            let every = self.config.output.checkpoint_every.max(1);
-            if self.step.is_multiple_of(every) || self.step == total {
-                self.save_checkpoint()?;
-            }
-            after_step(self, &m, &bar).map_err(TrainError::AfterStep)?;
-        }
+            Ok(())
+        };
+        let ran = run();
         bar.finish_and_clear();
+        // However the steps ended, the last checkpoint is complete before this returns.
+        let written = self.finish_writing();
+        ran?;
+        written?;
         if steps > 0 && nonfinite_skips == steps {
             return Err(TrainError::NoUpdate {
                 steps,

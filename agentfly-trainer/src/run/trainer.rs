@@ -42,6 +42,8 @@ pub struct Trainer {
     /// The policy's weights as last written: their version and the model directory that
     /// holds them. A save of the same version links those files instead of writing them.
     pub(super) written: std::sync::Mutex<Option<(u64, std::path::PathBuf)>>,
+    /// The checkpoint being written in the background: its weights' version and directory.
+    pub(super) writing: std::sync::Mutex<Option<super::save::Writing>>,
 }
 
 /// What rolls chains out: the engine serving a copy of the policy, the tools, the
