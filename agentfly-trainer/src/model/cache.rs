@@ -532,14 +532,19 @@ mod tests {
         assert_eq!(diff, 0.0);
     }
 
+    /// A one-layer aligned cache of random keys (the values the same) of `shape`
+    /// `[rows, heads, positions, d]`, and those keys.
+    fn one_layer(shape: [usize; 4]) -> (KvCache, Tensor<4>) {
+        let mut cache = KvCache::new(1);
+        let rows = Tensor::<4>::random(shape, Distribution::Normal(0.0, 1.0), &Device::flex());
+        cache.append(0, rows.clone(), rows.clone());
+        (cache, rows)
+    }
+
     #[test]
     fn a_cleared_slot_is_zero_and_the_others_keep_their_values() {
-        let device = Device::flex();
-        let mut cache = KvCache::new(1);
-        let normal = Distribution::Normal(0.0, 1.0);
-        let rows = Tensor::<4>::random([3, 2, 5, 4], normal, &device);
-        cache.append(0, rows.clone(), rows.clone());
-        let nan = Tensor::<4>::full([1, 2, 5, 4], f32::NAN, &device);
+        let (mut cache, rows) = one_layer([3, 2, 5, 4]);
+        let nan = Tensor::<4>::full([1, 2, 5, 4], f32::NAN, &Device::flex());
         let poisoned = KvCache {
             layers: vec![Some((nan.clone(), nan))],
             lens: vec![5],
@@ -560,11 +565,7 @@ mod tests {
 
     #[test]
     fn kept_rows_move_down_in_place_and_added_rows_reuse_the_room_left() {
-        let device = Device::flex();
-        let mut cache = KvCache::new(1);
-        let normal = Distribution::Normal(0.0, 1.0);
-        let rows = Tensor::<4>::random([4, 2, 5, 3], normal, &device);
-        cache.append(0, rows.clone(), rows.clone());
+        let (mut cache, rows) = one_layer([4, 2, 5, 3]);
         let held = |c: &KvCache| c.first().unwrap().dims()[0];
         let row =
             |c: &KvCache, r: usize| c.first().unwrap().clone().narrow(0, r, 1).narrow(2, 0, 5);
@@ -590,7 +591,11 @@ mod tests {
         );
 
         // A ragged pass writes and reads the rows in use only.
-        let step = Tensor::<4>::random([6, 2, 1, 3], normal, &device);
+        let step = Tensor::<4>::random(
+            [6, 2, 1, 3],
+            Distribution::Normal(0.0, 1.0),
+            &Device::flex(),
+        );
         cache.reserve(6);
         cache.write_at(vec![5; 6]);
         let (k, _, capacity) = cache.append(0, step.clone(), step.clone());
