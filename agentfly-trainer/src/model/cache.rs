@@ -293,7 +293,7 @@ impl KvCache {
     }
 
     /// Ragged: grows every layer's buffers to hold at least `positions` positions (half
-    /// again as many as they held, at least: see [`room_to_grow`]).
+    /// again as many as they held, at least, so growing contexts copy them a few times).
     pub fn reserve(&mut self, positions: usize) {
         if positions <= self.capacity() {
             return;

@@ -16,7 +16,7 @@ use burn::backend::{Backend, Dispatch, DispatchDevice, backend_extension};
 use burn::tensor::{Device, Shape, Tensor};
 use rayon::prelude::*;
 
-/// Whether [`attend`] (and the decode step's rotation, [`super::rope`]) runs on `device`:
+/// Whether [`attend`] (and the decode step's rotation, `model::rope`) runs on `device`:
 /// the plain flex (CPU) device. Not under autodiff, which a device's `==` ignores: a
 /// training pass whose rows are one token long past a shared prefix has a decode step's
 /// shapes, and these extensions have no backward pass.

@@ -145,7 +145,7 @@ impl Trainer {
     }
 
     /// Waits for the checkpoint being written in the background, if any, and records the
-    /// model it wrote (for [`write_model`](Self::write_model)'s links); returns its error.
+    /// model it wrote (later saves of the same weights link its files); returns its error.
     pub fn finish_writing(&self) -> Result<(), TrainError> {
         let Some(writing) = lock(&self.writing).take() else {
             return Ok(());
