@@ -56,13 +56,9 @@ impl Trainer {
         })
     }
 
-    /// Records that the model directory `dir` (committed) holds the current weights.
-    fn remember_written(&self, dir: PathBuf) {
-        *self
-            .written
-            .lock()
-            .expect("the written-weights record is never poisoned") =
-            Some((self.actor.version(), dir));
+    /// Records that the model directory `dir` (committed) holds the weights of `version`.
+    fn remember_written(&self, version: u64, dir: PathBuf) {
+        *lock(&self.written) = Some((version, dir));
     }
 
     /// Writes the policy in Hugging Face layout (transformers loads it), atomically.
@@ -79,7 +75,7 @@ impl Trainer {
                 })
         })
         .map_err(|e| failure.take().unwrap_or_else(|| io(dir)(e)))?;
-        self.remember_written(dir.to_path_buf());
+        self.remember_written(self.actor.version(), dir.to_path_buf());
         Ok(())
     }
 
@@ -157,7 +153,7 @@ impl Trainer {
                 agentfly_core::tool::panic_message(panic.as_ref())
             ),
         })??;
-        *lock(&self.written) = Some((version, dir.join("model")));
+        self.remember_written(version, dir.join("model"));
         Ok(())
     }
 
