@@ -9,10 +9,6 @@ use crate::Pretrained;
 use crate::model::Rope;
 use std::path::{Path, PathBuf};
 
-/// A checkpoint being written on a thread of its own: the version of the weights it holds
-/// and its directory, once written.
-pub(super) type Writing = std::thread::JoinHandle<Result<(u64, PathBuf), TrainError>>;
-
 /// Where a checkpoint or a saved model keeps the adapters alone (PEFT's layout), when the
 /// run trains adapters (`[lora]`); the model beside it has them merged.
 pub const ADAPTER_DIR: &str = "adapter";

@@ -43,8 +43,12 @@ pub struct Trainer {
     /// holds them. A save of the same version links those files instead of writing them.
     pub(super) written: std::sync::Mutex<Option<(u64, std::path::PathBuf)>>,
     /// The checkpoint being written in the background: its weights' version and directory.
-    pub(super) writing: std::sync::Mutex<Option<super::save::Writing>>,
+    pub(super) writing: std::sync::Mutex<Option<Writing>>,
 }
+
+/// A checkpoint being written on a thread of its own: the version of the weights it holds
+/// and its directory, once written.
+pub(super) type Writing = std::thread::JoinHandle<Result<(u64, std::path::PathBuf), TrainError>>;
 
 /// What rolls chains out: the engine serving a copy of the policy, the tools, the
 /// reward, the format and the chat template. Apart from the policy being trained, so a
