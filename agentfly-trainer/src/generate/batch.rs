@@ -6,7 +6,7 @@
 //! copied.
 
 use super::pool::on_pool;
-use super::prefill::{After, int_tensor, prefill, prefill_after};
+use super::prefill::{After, int_tensor, packs, prefill, prefill_after};
 use super::prefix::PrefixCache;
 use super::sampling::{Sampler, hits_stop_string, sample_rows};
 use crate::Pretrained;
@@ -273,7 +273,13 @@ impl<K> DecodeBatch<K> {
             }
             self.merge(misses, &cache, &pads, logits);
         }
-        for group in padding_groups(hits) {
+        // On the CPU a pass after cached prefixes packs its rows without padding: one pass.
+        let groups = if packs(model) {
+            vec![hits]
+        } else {
+            padding_groups(hits)
+        };
+        for group in groups.into_iter().filter(|g| !g.is_empty()) {
             let after = group
                 .iter()
                 .map(|(row, (past, known))| After {

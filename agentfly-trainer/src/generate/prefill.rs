@@ -1,8 +1,8 @@
 //! Prefilling: prompts of different lengths left-padded into one pass, and contexts
-//! after cached prefixes of them, right-padded into one pass.
+//! after cached prefixes of them in one pass, packed (on the CPU) or right-padded.
 
 use crate::Pretrained;
-use crate::model::{ForwardInput, KvCache, Window};
+use crate::model::{ForwardInput, KvCache, Window, decode_attention};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 pub(super) fn int_tensor<const D: usize>(
@@ -79,35 +79,60 @@ pub(super) struct After<'a> {
     pub tokens: &'a [u32],
 }
 
+/// Whether [`prefill_after`] packs its rows: on the CPU (the plain flex device).
+pub(super) fn packs(model: &Pretrained) -> bool {
+    decode_attention::all_served(&[&model.decoder.embed.val()])
+}
+
 /// Prefills each context of `rows` after its cached prefix, all in one pass: row `i` of
-/// the returned (ragged) cache holds context `i` at positions `0..start + tokens.len()`
-/// (past that, the padding's keys), and row `i` of the logits its last position's. The
-/// rows' tokens are right-padded to the longest; a padding query sees its row's keys up to
-/// itself, and its output is never read.
+/// the returned (ragged) cache holds context `i` at positions `0..start + tokens.len()`,
+/// and row `i` of the logits its last position's. On the CPU the rows' tokens are packed
+/// into the pass's one row, one after the other ([`KvCache::write_packed`]); elsewhere they
+/// are right-padded to the longest (past a row's context its cache then holds the
+/// padding's keys), a padding query seeing its row's keys up to itself, its output never
+/// read.
 pub(super) fn prefill_after(model: &Pretrained, rows: Vec<After<'_>>) -> (KvCache, Tensor<2>) {
     let device = model.decoder.embed.val().device();
+    let packed = packs(model);
     let n = rows.len();
-    let len = rows.iter().map(|r| r.tokens.len()).max().unwrap_or(1);
     let starts: Vec<usize> = rows.iter().map(|r| r.start).collect();
     let tokens: Vec<&[u32]> = rows.iter().map(|r| r.tokens).collect();
-    let keys = starts.iter().max().copied().unwrap_or(0) + len;
+    let lens: Vec<usize> = tokens.iter().map(|t| t.len()).collect();
+    let len = lens.iter().copied().max().unwrap_or(1);
+    let keys = if packed {
+        starts
+            .iter()
+            .zip(&lens)
+            .map(|(s, l)| s + l)
+            .max()
+            .unwrap_or(1)
+    } else {
+        starts.iter().max().copied().unwrap_or(0) + len
+    };
     let mut cache = KvCache::stack_rows(rows.into_iter().map(|r| (r.past, r.start)), keys);
     let last = model.config.max_position_embeddings.saturating_sub(1);
-    let mut ids = Vec::with_capacity(n * len);
-    let mut positions = Vec::with_capacity(n * len);
-    let mut ends = Vec::with_capacity(n);
-    for (i, (&start, tokens)) in starts.iter().zip(tokens).enumerate() {
-        ids.extend((0..len).map(|j| tokens.get(j).map_or(0, |&t| i64::from(t))));
+    // Each row's tokens (padded to `width` with zeros), their positions, and where in the
+    // pass its last token sits.
+    let width = |l: usize| if packed { l } else { len };
+    let (mut ids, mut positions, mut ends) = (Vec::new(), Vec::new(), Vec::with_capacity(n));
+    for (&start, tokens) in starts.iter().zip(&tokens) {
+        let w = width(tokens.len());
+        ids.extend((0..w).map(|j| tokens.get(j).map_or(0, |&t| i64::from(t))));
         // A padding query's position only rotates its own (unread) key and query.
-        positions.extend((start..start + len).map(|p| p.min(last) as i64));
-        ends.push((i * len + tokens.len() - 1) as i64);
+        positions.extend((start..start + w).map(|p| p.min(last) as i64));
+        ends.push((ids.len() - w + tokens.len() - 1) as i64);
     }
     let windows = Some(starts.iter().map(|&start| Window::after(start)).collect());
-    cache.write_at(starts);
+    let shape = if packed { [1, ids.len()] } else { [n, len] };
+    if packed {
+        cache.write_packed(starts, lens);
+    } else {
+        cache.write_at(starts);
+    }
     let hidden = model.decoder.hidden(
         ForwardInput {
-            ids: int_tensor(ids, [n, len], &device),
-            positions: int_tensor(positions, [n, len], &device),
+            ids: int_tensor(ids, shape, &device),
+            positions: int_tensor(positions, shape, &device),
             windows,
         },
         &model.rope,
@@ -115,7 +140,7 @@ pub(super) fn prefill_after(model: &Pretrained, rows: Vec<After<'_>>) -> (KvCach
     );
     let width = hidden.dims()[2];
     let last_rows = hidden
-        .reshape([n * len, width])
+        .reshape([shape[0] * shape[1], width])
         .select(0, int_tensor(ends, [n], &device))
         .reshape([n, 1, width]);
     let vocab = model.config.vocab_size;

@@ -4,65 +4,42 @@
 //! passes with a cache — padded prompts, turns after cached prefixes, decode steps — as a
 //! causal window of each row ([`Window`], [`attend`]).
 
+use super::window_attention::{self, Window};
 use super::{decode_attention, fused_attention};
 use burn::tensor::activation::softmax;
 use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, Tensor, TensorData};
 
-/// Which keys one row of a pass with a cache sees: its query rows from `queries_from` on
-/// (those before are padding, their output unread) see the keys from `keys_from` on, of
-/// which the first `prefix` come before the queries' own. Query row `queries_from + i`
-/// sees keys `keys_from..=keys_from + prefix + i`. A decode step's row is the window
-/// `{0, 0, p}` of its one query at position `p`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Window {
-    /// The row's first real query.
-    pub queries_from: usize,
-    /// The key of the row's first visible position.
-    pub keys_from: usize,
-    /// The visible keys before the first real query's own.
-    pub prefix: usize,
-}
-
-impl Window {
-    /// The window of a row whose queries follow `prefix` keys at the start of its buffer,
-    /// with no padding: a turn after its cached prefix, or a decode step at position
-    /// `prefix`.
-    pub fn after(prefix: usize) -> Self {
-        Self {
-            queries_from: 0,
-            keys_from: 0,
-            prefix,
-        }
-    }
-
-    /// Whether query row `q` sees key `key`. A padding query row sees only the key at its
-    /// own position, so that no row of a softmax is empty.
-    pub fn sees(&self, q: usize, key: usize) -> bool {
-        let own = (self.keys_from + self.prefix + q).saturating_sub(self.queries_from);
-        if q < self.queries_from {
-            key == own
-        } else {
-            (self.keys_from..=own).contains(&key)
-        }
-    }
-}
-
 /// Attention of each row of `q` `[batch, heads, len, d]` to the keys its [`Window`] shows
 /// of `k` and `v` `[batch, kv_heads, keys, d]` (a cache's whole buffers, positions past
 /// the windows unused). On the CPU a decode step takes [`decode_attention::attend`] and a
-/// longer pass [`windowed`]; other backends take [`masked`].
+/// longer pass [`window_attention::attend`] ([`windowed`] under autodiff); other backends
+/// take [`masked`]. With `packed` lengths (a pass on the CPU whose one row holds every
+/// row's queries one after the other, [`KvCache::write_packed`](super::KvCache)), row `i`
+/// of the cache is attended to by the next `packed[i]` query rows, in its window.
 pub(super) fn attend(
     q: Tensor<4>,
     k: Tensor<4>,
     v: Tensor<4>,
     group: usize,
     windows: &[Window],
+    packed: Option<&[usize]>,
 ) -> Tensor<4> {
+    if let Some(lens) = packed {
+        assert!(
+            windows.iter().all(|w| *w == Window::after(w.prefix)),
+            "a packed pass's rows follow their cached prefixes"
+        );
+        let prefixes: Vec<usize> = windows.iter().map(|w| w.prefix).collect();
+        return window_attention::attend_packed(q, k, v, group, &prefixes, lens);
+    }
     let [batch, heads, len, hd] = q.dims();
     assert_eq!(windows.len(), batch, "one window per row");
     let device = q.device();
+    if len > 1 && decode_attention::all_served(&[&q, &k, &v]) {
+        return window_attention::attend(q, k, v, group, windows);
+    }
     if len > 1 && fused_attention::serves(&device) {
         return windowed(q, k, v, group, windows);
     }
@@ -317,7 +294,12 @@ mod tests {
         let v = Tensor::<4>::random([batch, kv, capacity, d], normal, &device);
         let want = masked_reference(q.clone(), k.clone(), v.clone(), group, windows);
         type Attend = fn(Tensor<4>, Tensor<4>, Tensor<4>, usize, &[Window]) -> Tensor<4>;
-        for (name, way) in [("attend", attend as Attend), ("masked", masked)] {
+        let ways: [(&str, Attend); 3] = [
+            ("attend", |q, k, v, g, w| attend(q, k, v, g, w, None)),
+            ("windowed", windowed),
+            ("masked", masked),
+        ];
+        for (name, way) in ways {
             let got = way(q.clone(), k.clone(), v.clone(), group, windows);
             for (i, w) in windows.iter().enumerate() {
                 let rows = len - w.queries_from;
@@ -343,6 +325,32 @@ mod tests {
     fn windowed_rows_equal_the_masked_pass_they_stand_for() {
         // A left-padded first prompt, a row after 57 cached keys, an unpadded prompt.
         attend_equals_the_masked_reference(&windows(&[(5, 5, 0), (0, 0, 57), (0, 0, 0)]), 70);
+    }
+
+    #[test]
+    fn a_packed_pass_equals_the_padded_pass_row_by_row() {
+        let device = Device::flex();
+        let (kv, group, capacity, d) = (2, 3, 200, 16);
+        // A turn after 57 cached keys, a prompt over two blocks, one token after 120.
+        let (prefixes, lens) = ([57, 0, 120], [5, 70, 1]);
+        let normal = Distribution::Normal(0.0, 1.0);
+        let q = Tensor::<4>::random([3, kv * group, 70, d], normal, &device);
+        let k = Tensor::<4>::random([3, kv, capacity, d], normal, &device);
+        let v = Tensor::<4>::random([3, kv, capacity, d], normal, &device);
+        let windows: Vec<Window> = prefixes.iter().map(|&p| Window::after(p)).collect();
+        let padded = attend(q.clone(), k.clone(), v.clone(), group, &windows, None);
+        let rows = |t: &Tensor<4>| -> Vec<Tensor<4>> {
+            (0..3)
+                .map(|i| t.clone().narrow(0, i, 1).narrow(2, 0, lens[i]))
+                .collect()
+        };
+        let packed_q = Tensor::cat(rows(&q), 2);
+        let packed = attend(packed_q, k, v, group, &windows, Some(&lens));
+        let diff = (packed - Tensor::cat(rows(&padded), 2))
+            .abs()
+            .max()
+            .into_scalar::<f32>();
+        assert!(diff < 1e-6, "largest difference {diff}");
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub struct KvCache {
     /// Ragged: the rows in use where the buffers hold more (spare rows at the end, what
     /// they hold unread); `None`: every row of the buffers.
     rows: Option<usize>,
+    /// Ragged, a packed pass: how many positions of the pass's one row each row writes
+    /// ([`write_packed`](KvCache::write_packed)).
+    packed: Option<Vec<usize>>,
 }
 
 /// Room for `needed` positions and some to spare: an eighth more, at least [`SPARE`] (the
@@ -92,12 +95,19 @@ fn each_layer(
 /// `buffer` `[rows, heads, capacity, d]` with each row `r`'s `new` `[at.len(), heads, n, d]`
 /// written at positions `at[r] .. at[r] + n` (the buffer's rows past `at.len()` untouched):
 /// in place where the buffer is held only here (a decode step's cache), else into a copy.
-/// On the flex (CPU) device only.
-fn write_rows(buffer: Tensor<4>, new: Tensor<4>, at: Vec<usize>) -> Tensor<4> {
+/// With `packed` lengths, `new` is one row `[1, heads, Σ packed, d]` holding row `r`'s
+/// `packed[r]` positions after the rows' before it. On the flex (CPU) device only.
+fn write_rows(
+    buffer: Tensor<4>,
+    new: Tensor<4>,
+    at: Vec<usize>,
+    packed: Option<Vec<usize>>,
+) -> Tensor<4> {
     Tensor::from_dispatch(<Dispatch as RaggedWrite>::ragged_write(
         buffer.into_dispatch(),
         new.into_dispatch(),
         at,
+        packed,
     ))
 }
 
@@ -119,6 +129,7 @@ trait RaggedWrite: Backend {
         buffer: FloatTensor<Self>,
         new: FloatTensor<Self>,
         at: Vec<usize>,
+        packed: Option<Vec<usize>>,
     ) -> FloatTensor<Self>;
 
     /// See [`move_rows`].
@@ -129,7 +140,12 @@ trait RaggedWrite: Backend {
 }
 
 impl RaggedWrite for Flex {
-    fn ragged_write(buffer: FlexTensor, new: FlexTensor, at: Vec<usize>) -> FlexTensor {
+    fn ragged_write(
+        buffer: FlexTensor,
+        new: FlexTensor,
+        at: Vec<usize>,
+        packed: Option<Vec<usize>>,
+    ) -> FlexTensor {
         let mut buffer = super::vector::contiguous(buffer);
         let new = super::vector::contiguous(new);
         let dims = buffer.layout().shape().to_vec();
@@ -138,22 +154,41 @@ impl RaggedWrite for Flex {
         };
         let (rows, n) = (at.len(), new.layout().shape()[2]);
         assert!(rows <= held, "{rows} rows written into a buffer of {held}");
+        // Per row written: its row of `new`, its first position there, and how many.
+        let spans: Vec<(usize, usize, usize)> = match &packed {
+            None => (0..rows).map(|r| (r, 0, n)).collect(),
+            Some(lens) => {
+                assert_eq!(lens.len(), rows, "a length for every row written");
+                assert_eq!(
+                    lens.iter().sum::<usize>(),
+                    n,
+                    "the packed rows fill the pass"
+                );
+                let mut first = 0;
+                lens.iter()
+                    .map(|&len| {
+                        first += len;
+                        (0, first - len, len)
+                    })
+                    .collect()
+            }
+        };
         assert_eq!(
             new.layout().shape().to_vec(),
-            [rows, heads, n, d],
+            [if packed.is_some() { 1 } else { rows }, heads, n, d],
             "new keys or values for every row written of {dims:?}"
         );
         assert!(
-            at.iter().all(|&p| p + n <= capacity),
+            at.iter().zip(&spans).all(|(&p, s)| p + s.2 <= capacity),
             "room for every row's pass"
         );
         let from = new.storage::<f32>();
         let to = buffer.storage_mut::<f32>();
-        for (r, &p) in at.iter().enumerate() {
+        for (r, (&p, &(row, first, len))) in at.iter().zip(&spans).enumerate() {
             for h in 0..heads {
-                let src = (r * heads + h) * n * d;
+                let src = ((row * heads + h) * n + first) * d;
                 let dst = ((r * heads + h) * capacity + p) * d;
-                to[dst..dst + n * d].copy_from_slice(&from[src..src + n * d]);
+                to[dst..dst + len * d].copy_from_slice(&from[src..src + len * d]);
             }
         }
         buffer
@@ -206,6 +241,7 @@ impl KvCache {
             lens: vec![0; layers],
             write_at: None,
             rows: None,
+            packed: None,
         }
     }
 
@@ -257,6 +293,22 @@ impl KvCache {
     /// must not see.
     pub fn write_at(&mut self, positions: Vec<usize>) {
         self.write_at = Some(positions);
+        self.packed = None;
+    }
+
+    /// Ragged, a packed pass ([`write_at`](Self::write_at) for a pass whose one row holds
+    /// every row's new tokens one after the other, without padding): row `r` gets the
+    /// pass's next `lens[r]` positions, written from `positions[r]` on. On the flex (CPU)
+    /// device only.
+    pub fn write_packed(&mut self, positions: Vec<usize>, lens: Vec<usize>) {
+        assert_eq!(positions.len(), lens.len(), "a length for every row");
+        self.write_at = Some(positions);
+        self.packed = Some(lens);
+    }
+
+    /// The lengths of the packed pass under way ([`write_packed`](Self::write_packed)).
+    pub fn packed(&self) -> Option<&[usize]> {
+        self.packed.as_deref()
     }
 
     /// Ragged: a cache whose row `i` holds the first `len` positions of the `i`-th
@@ -324,20 +376,29 @@ impl KvCache {
                 .take()
                 .expect("a ragged pass writes into existing buffers");
             let capacity = pk.dims()[2];
+            let served = super::decode_attention::all_served(&[&pk, &pv, &k, &v]);
             assert_eq!(
-                (batch, at.len()),
-                (self.rows.unwrap_or(pk.dims()[0]), batch)
+                at.len(),
+                self.rows.unwrap_or(pk.dims()[0]),
+                "a position a row"
             );
-            assert!(
-                at.iter().all(|&p| p + n <= capacity),
-                "room for every row's pass"
-            );
-            if super::decode_attention::all_served(&[&pk, &pv, &k, &v]) {
+            if self.packed.is_none() {
+                assert_eq!(batch, at.len(), "a row of the pass a row of the cache");
+                assert!(
+                    at.iter().all(|&p| p + n <= capacity),
+                    "room for every row's pass"
+                );
+            }
+            if served {
                 // One operation a buffer, where a `slice_assign` a row took 2 × rows
                 // operations a layer (1 920 a decode step at batch 32).
-                pk = write_rows(pk, k, at.clone());
-                pv = write_rows(pv, v, at.clone());
+                pk = write_rows(pk, k, at.clone(), self.packed.clone());
+                pv = write_rows(pv, v, at.clone(), self.packed.clone());
             } else {
+                assert!(
+                    self.packed.is_none(),
+                    "a packed pass runs on the flex (CPU) device"
+                );
                 for (r, &p) in at.iter().enumerate() {
                     let to = [r..r + 1, 0..heads, p..p + n, 0..dim];
                     pk = pk.slice_assign(to.clone(), k.clone().narrow(0, r, 1));
@@ -347,6 +408,7 @@ impl KvCache {
             self.layers[layer] = Some((pk.clone(), pv.clone()));
             if layer + 1 == self.layers.len() {
                 self.write_at = None;
+                self.packed = None;
             }
             return (self.in_use(pk), self.in_use(pv), capacity);
         }
@@ -490,6 +552,7 @@ impl KvCache {
             lens: vec![len; self.layers.len()],
             write_at: None,
             rows: None,
+            packed: None,
         }
     }
 

@@ -3,10 +3,11 @@
 //! MLP → residual), a final RMSNorm and the output projection (tied to the embedding or
 //! not). Reference: transformers' `modeling_llama.py` / `modeling_qwen2.py`.
 
-use super::attention::{self, Window, causal_attention};
+use super::attention::{self, causal_attention};
 use super::fused_qkv;
 use super::packed::PackedWeight;
 use super::projection::{Projection, packed_product};
+use super::window_attention::Window;
 use super::{KvCache, ModelConfig, Rope};
 use crate::error::ModelError;
 use crate::io::{HostTensor, Weights};
@@ -479,6 +480,10 @@ impl Attention {
         }
         let (q, k, v) = self.project(x, rope, cos, sin);
         let group = self.heads / self.kv_heads;
+        let packed = cache
+            .as_deref()
+            .and_then(KvCache::packed)
+            .map(<[usize]>::to_vec);
         let (k, v, valid) = match cache {
             Some(cache) => cache.append(layer, k, v),
             None => {
@@ -488,7 +493,7 @@ impl Attention {
         };
         let out = match windows {
             // The cache's whole buffers, each row seeing its window of them: no copy.
-            Some(windows) => attention::attend(q, k, v, group, windows),
+            Some(windows) => attention::attend(q, k, v, group, windows, packed.as_deref()),
             // A plain causal pass over the keys written so far (scoring, training).
             None => {
                 let (k, v) = (k.narrow(2, 0, valid), v.narrow(2, 0, valid));

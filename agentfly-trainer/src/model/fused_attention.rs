@@ -26,7 +26,7 @@ use gemm::Parallelism;
 use rayon::prelude::*;
 
 /// Query rows per block: a block's scores, `BLOCK × keys`, stay in the core's cache.
-const BLOCK: usize = 64;
+pub(super) const BLOCK: usize = 64;
 
 /// Whether the CPU operations run on `device` (this module's causal attention, and the
 /// projections' products, SwiGLU and the fused qkv attention, which share the test): a
@@ -135,7 +135,7 @@ impl Backward<Flex, 3> for FusedAttentionBackward {
 }
 
 /// A block's query rows' log-sum-exp: computed by the forward pass, read by the backward.
-enum Lse<'a> {
+pub(super) enum Lse<'a> {
     /// Unknown yet: [`Operands::probabilities`] writes it here.
     Into(&'a mut [f32]),
     /// Known: the probabilities are `exp(score − lse)`.
@@ -159,14 +159,14 @@ pub(super) struct Operands {
 /// A matrix in a flat buffer: its first element and the steps between columns and rows
 /// (the gemm crate's order).
 #[derive(Clone, Copy)]
-struct Mat<T> {
+pub(super) struct Mat<T> {
     ptr: T,
     cs: isize,
     rs: isize,
 }
 
 /// Row-major `[_, cols]` at `ptr`.
-fn row_major(ptr: *const f32, cols: usize) -> Mat<*const f32> {
+pub(super) fn row_major(ptr: *const f32, cols: usize) -> Mat<*const f32> {
     Mat {
         ptr,
         cs: 1,
@@ -175,7 +175,7 @@ fn row_major(ptr: *const f32, cols: usize) -> Mat<*const f32> {
 }
 
 /// The transpose of row-major `[_, cols]` at `ptr`.
-fn transposed(ptr: *const f32, cols: usize) -> Mat<*const f32> {
+pub(super) fn transposed(ptr: *const f32, cols: usize) -> Mat<*const f32> {
     Mat {
         ptr,
         cs: cols as isize,
@@ -188,7 +188,7 @@ fn transposed(ptr: *const f32, cols: usize) -> Mat<*const f32> {
 /// # Safety
 /// Every matrix lies within its buffer, and `dst` overlaps neither operand.
 #[allow(clippy::too_many_arguments)]
-unsafe fn product(
+pub(super) unsafe fn product(
     m: usize,
     n: usize,
     k: usize,
@@ -231,7 +231,7 @@ unsafe fn product(
 /// # Safety
 /// As [`product`].
 #[allow(clippy::too_many_arguments)]
-unsafe fn weigh(
+pub(super) unsafe fn weigh(
     rows: usize,
     seen: usize,
     d: usize,
@@ -317,7 +317,7 @@ impl Operands {
         start: usize,
         rows: usize,
         scores: &mut [f32],
-        mut lse: Lse<'_>,
+        lse: Lse<'_>,
     ) -> usize {
         let (d, prefix) = (self.d, self.prefix);
         let seen = prefix + start + rows;
@@ -338,23 +338,7 @@ impl Operands {
                 scale,
             );
         }
-        for (r, row) in scores[..rows * seen].chunks_exact_mut(seen).enumerate() {
-            let visible = prefix + start + r + 1;
-            let (row, hidden) = row.split_at_mut(visible);
-            hidden.fill(0.0);
-            match &mut lse {
-                Lse::Known(lse) => {
-                    exp_shifted(row, lse[r]);
-                }
-                Lse::Into(lse) => {
-                    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    let sum = exp_shifted(row, max);
-                    let inv = 1.0 / sum;
-                    row.iter_mut().for_each(|p| *p *= inv);
-                    lse[r] = max + sum.ln();
-                }
-            }
-        }
+        causal_softmax(&mut scores[..rows * seen], seen, prefix + start + 1, lse);
         seen
     }
 
@@ -496,6 +480,28 @@ impl Operands {
                 }
             });
         sum
+    }
+}
+
+/// Each row `r` of a block's scores (rows of `seen`) made the probabilities of its first
+/// `visible + r` keys (the keys past them 0): the softmax, its log-sum-exp written into
+/// `lse`, or with the log-sum-exp `lse` already knows.
+pub(super) fn causal_softmax(scores: &mut [f32], seen: usize, visible: usize, mut lse: Lse<'_>) {
+    for (r, row) in scores.chunks_exact_mut(seen).enumerate() {
+        let (row, hidden) = row.split_at_mut(visible + r);
+        hidden.fill(0.0);
+        match &mut lse {
+            Lse::Known(lse) => {
+                exp_shifted(row, lse[r]);
+            }
+            Lse::Into(lse) => {
+                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let sum = exp_shifted(row, max);
+                let inv = 1.0 / sum;
+                row.iter_mut().for_each(|p| *p *= inv);
+                lse[r] = max + sum.ln();
+            }
+        }
     }
 }
 

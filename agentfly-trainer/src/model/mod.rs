@@ -17,8 +17,8 @@ mod rope;
 mod shared_prefix;
 mod swiglu;
 pub(crate) mod vector;
+mod window_attention;
 
-pub use attention::Window;
 pub use cache::KvCache;
 pub use config::{Family, ModelConfig};
 pub use decoder::{Attention, Block, Decoder, ForwardInput, Mlp, RmsNorm};
@@ -28,3 +28,4 @@ pub use lora::{
 pub use packed::{PACKED_ROWS, PackedWeight};
 pub use projection::{LoraPart, Projection};
 pub use rope::Rope;
+pub use window_attention::Window;

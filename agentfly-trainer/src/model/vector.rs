@@ -1,6 +1,7 @@
 //! Small CPU helpers of the fused operations ([`super::fused_attention`],
 //! [`super::swiglu`], [`super::decode_attention`], and the trainer's AdamW): a vectorised
-//! `exp`, operands made contiguous, and output tensors.
+//! `exp`, operands made contiguous, output tensors, and an output buffer shared by the
+//! parallel tasks that each write their own part of it.
 
 #![allow(unsafe_code)] // The AVX-512 build of the `exp` loop, called where the CPU has it.
 
@@ -103,5 +104,24 @@ mod tests {
         let sum = exp_shifted(&mut row, 2.0);
         assert!((row[2] - 1.0).abs() < 1e-7 && row[3] < 1e-37, "{row:?}");
         assert!((sum - row.iter().sum::<f32>()).abs() < 1e-7);
+    }
+}
+
+/// A buffer's pointer, shared by parallel tasks that each write only their own part of it
+/// (the product's blocks, the packed operands' pieces).
+#[derive(Clone, Copy)]
+pub(crate) struct Shared<T>(pub(crate) *mut T);
+// SAFETY: every task writes only its own part of the buffer.
+unsafe impl<T> Send for Shared<T> {}
+unsafe impl<T> Sync for Shared<T> {}
+
+impl<T> Shared<T> {
+    /// The pointer `offset` values on (a method, so that closures take the whole wrapper).
+    ///
+    /// # Safety
+    /// `offset` lies inside the buffer.
+    pub(crate) unsafe fn at(&self, offset: usize) -> *mut T {
+        // SAFETY: as the caller promises.
+        unsafe { self.0.add(offset) }
     }
 }

@@ -19,11 +19,11 @@ mod cpu;
 mod pack;
 mod view;
 
+use crate::model::vector::Shared;
 pub use cpu::available;
 use pack::{BLOCK, pack_a, pack_b, round_up};
 pub use pack::{from_bf16, to_bf16};
 use rayon::prelude::*;
-use view::Shared;
 pub use view::View;
 
 /// bf16 values of `K` per tile row (64 bytes).

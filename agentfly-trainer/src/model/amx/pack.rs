@@ -3,7 +3,8 @@
 #![allow(unsafe_code)] // AVX512-BF16 conversion (inline assembly), disjoint parallel writes.
 
 use super::cpu::available;
-use super::view::{Shared, View};
+use super::view::View;
+use crate::model::vector::Shared;
 use rayon::prelude::*;
 
 /// Rows and columns of a block of `C` (2 × 2 tiles of 16 × 16), and the width of a packed

@@ -46,22 +46,3 @@ impl<'a> View<'a> {
         );
     }
 }
-
-/// A buffer's pointer, shared by parallel tasks that each write only their own part of it
-/// (the product's blocks, the packed operands' pieces).
-#[derive(Clone, Copy)]
-pub(super) struct Shared<T>(pub(super) *mut T);
-// SAFETY: every task writes only its own part of the buffer.
-unsafe impl<T> Send for Shared<T> {}
-unsafe impl<T> Sync for Shared<T> {}
-
-impl<T> Shared<T> {
-    /// The pointer `offset` values on (a method, so that closures take the whole wrapper).
-    ///
-    /// # Safety
-    /// `offset` lies inside the buffer.
-    pub(super) unsafe fn at(&self, offset: usize) -> *mut T {
-        // SAFETY: as the caller promises.
-        unsafe { self.0.add(offset) }
-    }
-}

@@ -43,8 +43,7 @@ fn a_cleared_slot_is_zero_and_the_others_keep_their_values() {
     let poisoned = KvCache {
         layers: vec![Some((nan.clone(), nan))],
         lens: vec![5],
-        write_at: None,
-        rows: None,
+        ..KvCache::default()
     };
     cache.write_row(1, &poisoned, 0, 0, 5);
     cache.clear_row(1);
