@@ -525,9 +525,17 @@ impl Attention {
         let hd = self.head_dim;
         let (q_width, kv_width) = (self.heads * hd, self.kv_heads * hd);
         let mut qkv = self.qkv.forward(x);
-        let step = len == 1
-            && super::decode_attention::all_served(&[&qkv])
+        let served = super::decode_attention::all_served(&[&qkv])
             && super::decode_attention::all_served(&[cos, sin]);
+        if len > 1 && served && cos.dims() == [batch, 1, len, hd] {
+            // A pass with a cache on the CPU: split and rotation in one operation.
+            let table = |t: &Tensor<4>| t.clone().reshape([batch, len, hd]);
+            let (heads, kv) = (self.heads, self.kv_heads);
+            let all = fused_qkv::split_rotated(qkv, table(cos), table(sin), heads, kv);
+            let part = |from: usize, n: usize| all.clone().narrow(1, from, n);
+            return (part(0, heads), part(heads, kv), part(heads + kv, kv));
+        }
+        let step = len == 1 && served;
         if step {
             qkv = super::rope::rotate_step(qkv, cos, sin, self.heads + self.kv_heads);
         }
@@ -555,6 +563,8 @@ impl Attention {
         let width = self.heads * self.head_dim;
         let out = if len == 1 {
             out.reshape([batch, 1, width])
+        } else if super::decode_attention::all_served(&[&out]) {
+            fused_qkv::merge_heads(out)
         } else {
             out.swap_dims(1, 2).reshape([batch, len, width])
         };

@@ -10,6 +10,10 @@
 //! wrote a zeroed tensor of the whole `qkv` width per narrow, filled in a slice of it and
 //! added the three up; the heads' results were transposed once more each way. Here each
 //! of those is one parallel pass that reads and writes every value once.
+//!
+//! The engine's passes with a cache (prefill) attend through the cache instead, so they
+//! take the split-and-rotate ([`split_rotated`]) and the heads' layout ([`merge_heads`])
+//! as operations of their own.
 
 use super::fused_attention::Operands;
 use super::vector::{contiguous, zeros};
@@ -124,6 +128,78 @@ impl<C: CheckpointStrategy> FusedQkvAttention for Autodiff<Flex, C> {
     }
 }
 
+/// A pass with a cache on the CPU (the engine's prefill): the heads of `qkv`
+/// `[batch, len, (heads + 2 kv_heads) × d]` as `[batch, heads + 2 kv_heads, len, d]` — the
+/// queries', then the keys', then the values' — queries and keys rotated by `cos` and `sin`
+/// `[batch, len, d]`, in one parallel pass: the numbers of Burn's narrows and
+/// [`super::Rope::apply`] (seven passes a tensor), to the bit. Plain flex only
+/// ([`super::decode_attention::serves`]).
+pub fn split_rotated(
+    qkv: Tensor<3>,
+    cos: Tensor<3>,
+    sin: Tensor<3>,
+    heads: usize,
+    kv_heads: usize,
+) -> Tensor<4> {
+    Tensor::from_dispatch(<Dispatch as HeadsLayout>::split_rotated(
+        qkv.into_dispatch(),
+        cos.into_dispatch(),
+        sin.into_dispatch(),
+        heads,
+        kv_heads,
+    ))
+}
+
+/// The heads' results `[batch, heads, len, d]` as `[batch, len, heads × d]` for the output
+/// projection, in one parallel pass. Plain flex only.
+pub fn merge_heads(out: Tensor<4>) -> Tensor<3> {
+    Tensor::from_dispatch(<Dispatch as HeadsLayout>::merge_heads(out.into_dispatch()))
+}
+
+/// The extension behind [`split_rotated`] and [`merge_heads`].
+#[backend_extension(Flex)]
+trait HeadsLayout: Backend {
+    /// See [`split_rotated`].
+    fn split_rotated(
+        qkv: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        heads: usize,
+        kv_heads: usize,
+    ) -> FloatTensor<Self>;
+
+    /// See [`merge_heads`].
+    fn merge_heads(out: FloatTensor<Self>) -> FloatTensor<Self>;
+}
+
+impl HeadsLayout for Flex {
+    fn split_rotated(
+        qkv: FlexTensor,
+        cos: FlexTensor,
+        sin: FlexTensor,
+        heads: usize,
+        kv_heads: usize,
+    ) -> FlexTensor {
+        let qkv = contiguous(qkv);
+        let dims = Dims::new(&qkv, heads, kv_heads);
+        let (cos, sin) = (contiguous(cos), contiguous(sin));
+        let table = [dims.batch, dims.len, dims.d];
+        for t in [&cos, &sin] {
+            assert_eq!(t.layout().shape().to_vec(), table, "a table row a position");
+        }
+        dims.heads_of(&qkv, &cos, &sin, 0..heads + 2 * kv_heads)
+    }
+
+    fn merge_heads(out: FlexTensor) -> FlexTensor {
+        let out = contiguous(out);
+        let shape = out.layout().shape().to_vec();
+        let [batch, heads, len, d] = shape[..] else {
+            panic!("merge heads: [batch, heads, len, d], got {shape:?}")
+        };
+        swap_axes(&out, [batch, heads, len, d], vec![batch, len, heads * d])
+    }
+}
+
 /// What the backward pass reads: the rotated operands, the attention's output
 /// `[batch, heads, len, d]` and log-sum-exps, and the tables.
 #[derive(Debug, Clone)]
@@ -191,37 +267,48 @@ impl Dims {
     /// The queries, keys and values of `qkv` as `[batch, heads or kv_heads, len, d]`,
     /// queries and keys rotated.
     fn split(&self, qkv: &FlexTensor, cos: &FlexTensor, sin: &FlexTensor) -> Operands {
-        let (q_cols, kv_cols) = (self.heads * self.d, self.kv_heads * self.d);
-        let part = |heads: usize, column: usize, rotate: bool| {
-            let mut t = zeros(Shape::from(vec![self.batch, heads, self.len, self.d]));
-            let (src, cos, sin) = (
-                qkv.storage::<f32>(),
-                cos.storage::<f32>(),
-                sin.storage::<f32>(),
-            );
-            let d = self.d;
-            t.storage_mut::<f32>()
-                .par_chunks_mut(self.len * d)
-                .enumerate()
-                .for_each(|(pair, dst)| {
-                    let (b, h) = (pair / heads, pair % heads);
-                    for (t, dst) in dst.chunks_exact_mut(d).enumerate() {
-                        let row = b * self.len + t;
-                        let x = &src[row * self.width() + column + h * d..][..d];
-                        if rotate {
-                            let table = row * d..(row + 1) * d;
-                            rotate_half(x, &cos[table.clone()], &sin[table], dst);
-                        } else {
-                            dst.copy_from_slice(x);
-                        }
+        let (heads, kv) = (self.heads, self.kv_heads);
+        let q = self.heads_of(qkv, cos, sin, 0..heads);
+        let k = self.heads_of(qkv, cos, sin, heads..heads + kv);
+        let v = self.heads_of(qkv, cos, sin, heads + kv..heads + 2 * kv);
+        Operands::new(q, k, v, heads / kv, 0)
+    }
+
+    /// The heads `among` of `qkv` (queries', keys', values' heads counted one after the
+    /// other) as `[batch, among.len(), len, d]`, the queries' and keys' rotated.
+    fn heads_of(
+        &self,
+        qkv: &FlexTensor,
+        cos: &FlexTensor,
+        sin: &FlexTensor,
+        among: std::ops::Range<usize>,
+    ) -> FlexTensor {
+        let count = among.len();
+        let mut t = zeros(Shape::from(vec![self.batch, count, self.len, self.d]));
+        let (src, cos, sin) = (
+            qkv.storage::<f32>(),
+            cos.storage::<f32>(),
+            sin.storage::<f32>(),
+        );
+        let d = self.d;
+        t.storage_mut::<f32>()
+            .par_chunks_mut(self.len * d)
+            .enumerate()
+            .for_each(|(pair, dst)| {
+                let (b, h) = (pair / count, among.start + pair % count);
+                let rotate = h < self.heads + self.kv_heads;
+                for (t, dst) in dst.chunks_exact_mut(d).enumerate() {
+                    let row = b * self.len + t;
+                    let x = &src[row * self.width() + h * d..][..d];
+                    if rotate {
+                        let table = row * d..(row + 1) * d;
+                        rotate_half(x, &cos[table.clone()], &sin[table], dst);
+                    } else {
+                        dst.copy_from_slice(x);
                     }
-                });
-            t
-        };
-        let q = part(self.heads, 0, true);
-        let k = part(self.kv_heads, q_cols, true);
-        let v = part(self.kv_heads, q_cols + kv_cols, false);
-        Operands::new(q, k, v, self.heads / self.kv_heads, 0)
+                }
+            });
+        t
     }
 
     /// `[batch, heads, len, d]` as `[batch, len, heads × d]`.
@@ -375,5 +462,43 @@ mod tests {
             grad_diff < 1e-4 * scale.max(1.0),
             "dqkv: max |Δ| {grad_diff} (scale {scale})"
         );
+    }
+
+    /// The engine's split and merge: the same numbers as Burn's narrows, rotation and
+    /// transpose, to the bit.
+    #[test]
+    fn split_rotated_and_merge_heads_equal_burns_operations() {
+        let device = Device::flex();
+        let normal = Distribution::Normal(0.0, 1.0);
+        let (batch, heads, kv_heads, len, d) = (2, 6, 2, 37, 64);
+        let qkv = Tensor::<3>::random([batch, len, (heads + 2 * kv_heads) * d], normal, &device);
+        let rope = Rope::new(d, 512, 10_000.0, &device);
+        let positions = Tensor::<1, Int>::arange(7..7 + len as i64, &device)
+            .reshape([1, len])
+            .repeat_dim(0, batch);
+        let (cos, sin) = rope.tables(positions);
+        let split = |start: usize, n: usize| {
+            qkv.clone()
+                .narrow(2, start * d, n * d)
+                .reshape([batch, len, n, d])
+                .swap_dims(1, 2)
+        };
+        let want = Tensor::cat(
+            vec![
+                rope.apply(split(0, heads), &cos, &sin),
+                rope.apply(split(heads, kv_heads), &cos, &sin),
+                split(heads + kv_heads, kv_heads),
+            ],
+            1,
+        );
+        let table = |t: &Tensor<4>| t.clone().reshape([batch, len, d]);
+        let got = split_rotated(qkv.clone(), table(&cos), table(&sin), heads, kv_heads);
+        let diff = (got.clone() - want).abs().max().into_scalar::<f32>();
+        assert_eq!(diff, 0.0, "split and rotation: max |Δ| {diff}");
+        let merged = merge_heads(got.clone());
+        let swapped = got
+            .swap_dims(1, 2)
+            .reshape([batch, len, (heads + 2 * kv_heads) * d]);
+        assert_eq!(max_diff(merged, swapped), 0.0, "merged heads");
     }
 }
