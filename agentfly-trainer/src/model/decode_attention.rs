@@ -9,7 +9,7 @@
 
 #![allow(unsafe_code)] // Disjoint writes of parallel tasks into the output.
 
-use super::vector::{contiguous, exp_shifted, zeros};
+use super::vector::{attention_operands, exp_shifted, zeros};
 use burn::backend::flex::{Flex, FlexTensor};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Dispatch, DispatchDevice, backend_extension};
@@ -66,13 +66,9 @@ impl DecodeAttention for Flex {
         v: FlexTensor,
         lengths: Vec<usize>,
     ) -> FlexTensor {
-        let (q, k, v) = (contiguous(q), contiguous(k), contiguous(v));
-        let dims = q.layout().shape().to_vec();
-        let [batch, heads, group, d] = dims[..] else {
-            panic!("decode attention: q is [batch, kv_heads, group, d], got {dims:?}")
-        };
-        let kv = k.layout().shape().to_vec();
-        assert_eq!(kv, v.layout().shape().to_vec(), "keys and values agree");
+        let what = "decode attention: q is [batch, kv_heads, group, d]";
+        let ([q, k, v], dims, kv) = attention_operands(q, k, v, what);
+        let [batch, heads, group, d] = dims;
         assert!(
             kv.len() == 4 && kv[0] == batch && kv[1] == heads && kv[3] == d,
             "decode attention: k is [batch, kv_heads, capacity, d], got {kv:?} for q {dims:?}"
@@ -87,7 +83,7 @@ impl DecodeAttention for Flex {
             lengths.iter().all(|&l| (1..=capacity).contains(&l)),
             "decode attention: lengths {lengths:?} for a capacity of {capacity}"
         );
-        let mut out = zeros(Shape::from(dims));
+        let mut out = zeros(Shape::from(dims.to_vec()));
         let row = Row {
             q: q.storage::<f32>(),
             k: k.storage::<f32>(),

@@ -13,7 +13,7 @@
 
 #![allow(unsafe_code)] // The gemm crate's products take raw pointers.
 
-use super::vector::{contiguous, exp_shifted, zeros};
+use super::vector::{attention_operands, contiguous, exp_shifted, zeros};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
@@ -159,14 +159,14 @@ pub(super) struct Operands {
 /// A matrix in a flat buffer: its first element and the steps between columns and rows
 /// (the gemm crate's order).
 #[derive(Clone, Copy)]
-pub(super) struct Mat<T> {
+struct Mat<T> {
     ptr: T,
     cs: isize,
     rs: isize,
 }
 
 /// Row-major `[_, cols]` at `ptr`.
-pub(super) fn row_major(ptr: *const f32, cols: usize) -> Mat<*const f32> {
+fn row_major(ptr: *const f32, cols: usize) -> Mat<*const f32> {
     Mat {
         ptr,
         cs: 1,
@@ -175,7 +175,7 @@ pub(super) fn row_major(ptr: *const f32, cols: usize) -> Mat<*const f32> {
 }
 
 /// The transpose of row-major `[_, cols]` at `ptr`.
-pub(super) fn transposed(ptr: *const f32, cols: usize) -> Mat<*const f32> {
+fn transposed(ptr: *const f32, cols: usize) -> Mat<*const f32> {
     Mat {
         ptr,
         cs: cols as isize,
@@ -188,7 +188,7 @@ pub(super) fn transposed(ptr: *const f32, cols: usize) -> Mat<*const f32> {
 /// # Safety
 /// Every matrix lies within its buffer, and `dst` overlaps neither operand.
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn product(
+unsafe fn product(
     m: usize,
     n: usize,
     k: usize,
@@ -275,13 +275,9 @@ impl Operands {
         group: usize,
         prefix: usize,
     ) -> Self {
-        let (q, k, v) = (contiguous(q), contiguous(k), contiguous(v));
-        let dims = q.layout().shape().to_vec();
-        let [batch, heads, len, d] = dims[..] else {
-            panic!("causal attention: q is [batch, heads, len, d], got {dims:?}")
-        };
-        let kv = k.layout().shape().to_vec();
-        assert_eq!(kv, v.layout().shape().to_vec(), "keys and values agree");
+        let what = "causal attention: q is [batch, heads, len, d]";
+        let ([q, k, v], dims, kv) = attention_operands(q, k, v, what);
+        let [batch, heads, len, d] = dims;
         assert!(
             group > 0 && heads % group == 0 && kv == [batch, heads / group, prefix + len, d],
             "causal attention: k is [batch, heads / group, prefix + len, d], got {kv:?} for \
@@ -321,24 +317,9 @@ impl Operands {
     ) -> usize {
         let (d, prefix) = (self.d, self.prefix);
         let seen = prefix + start + rows;
-        let q = &self.q.storage::<f32>()[(pair * self.len + start) * d..];
-        let k = &self.k.storage::<f32>()[self.kv_offset(pair)..];
-        let scale = 1.0 / (d as f32).sqrt();
-        // SAFETY: `rows` query rows and `seen` keys of `d` lie in their buffers, `scores`
-        // holds `rows × seen`.
-        unsafe {
-            product(
-                rows,
-                seen,
-                d,
-                scores.as_mut_ptr(),
-                false,
-                row_major(q.as_ptr(), d),
-                transposed(k.as_ptr(), d),
-                scale,
-            );
-        }
-        causal_softmax(&mut scores[..rows * seen], seen, prefix + start + 1, lse);
+        let q = &self.q.storage::<f32>()[(pair * self.len + start) * d..][..rows * d];
+        let k = &self.k.storage::<f32>()[self.kv_offset(pair)..][..seen * d];
+        causal_probabilities(q, k, d, prefix + start + 1, scores, lse);
         seen
     }
 
@@ -483,10 +464,39 @@ impl Operands {
     }
 }
 
+/// A block's probabilities: the scores of its query rows `q` (rows of `d`) against the keys
+/// `k` (`seen` rows of `d`), `q · kᵀ / √d`, into `scores` (`rows × seen`, row-major), made
+/// the causal softmax of row `r` over its first `visible + r` keys ([`causal_softmax`]).
+pub(super) fn causal_probabilities(
+    q: &[f32],
+    k: &[f32],
+    d: usize,
+    visible: usize,
+    scores: &mut [f32],
+    lse: Lse<'_>,
+) {
+    let (rows, seen) = (q.len() / d, k.len() / d);
+    assert!(scores.len() >= rows * seen, "room for the block's scores");
+    // SAFETY: `q` holds `rows` rows and `k` `seen` rows of `d`, `scores` `rows × seen`.
+    unsafe {
+        product(
+            rows,
+            seen,
+            d,
+            scores.as_mut_ptr(),
+            false,
+            row_major(q.as_ptr(), d),
+            transposed(k.as_ptr(), d),
+            1.0 / (d as f32).sqrt(),
+        );
+    }
+    causal_softmax(&mut scores[..rows * seen], seen, visible, lse);
+}
+
 /// Each row `r` of a block's scores (rows of `seen`) made the probabilities of its first
 /// `visible + r` keys (the keys past them 0): the softmax, its log-sum-exp written into
 /// `lse`, or with the log-sum-exp `lse` already knows.
-pub(super) fn causal_softmax(scores: &mut [f32], seen: usize, visible: usize, mut lse: Lse<'_>) {
+fn causal_softmax(scores: &mut [f32], seen: usize, visible: usize, mut lse: Lse<'_>) {
     for (r, row) in scores.chunks_exact_mut(seen).enumerate() {
         let (row, hidden) = row.split_at_mut(visible + r);
         hidden.fill(0.0);

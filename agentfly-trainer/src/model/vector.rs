@@ -125,3 +125,22 @@ impl<T> Shared<T> {
         unsafe { self.0.add(offset) }
     }
 }
+
+/// An attention operation's operands made contiguous, with the query's four dimensions and
+/// the keys' shape (asserted to be the values'); `what` names the operation and the
+/// query's layout in the panics.
+pub(crate) fn attention_operands(
+    q: FlexTensor,
+    k: FlexTensor,
+    v: FlexTensor,
+    what: &str,
+) -> ([FlexTensor; 3], [usize; 4], Vec<usize>) {
+    let (q, k, v) = (contiguous(q), contiguous(k), contiguous(v));
+    let dims = q.layout().shape().to_vec();
+    let [a, b, c, d] = dims[..] else {
+        panic!("{what}, got {dims:?}")
+    };
+    let kv = k.layout().shape().to_vec();
+    assert_eq!(kv, v.layout().shape().to_vec(), "keys and values agree");
+    ([q, k, v], [a, b, c, d], kv)
+}

@@ -15,8 +15,8 @@
 
 #![allow(unsafe_code)] // The gemm crate's products take raw pointers.
 
-use super::fused_attention::{BLOCK, Lse, causal_softmax, product, row_major, transposed, weigh};
-use super::vector::{Shared, contiguous, zeros};
+use super::fused_attention::{BLOCK, Lse, causal_probabilities, weigh};
+use super::vector::{Shared, attention_operands, zeros};
 use burn::backend::flex::{Flex, FlexTensor};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Dispatch, backend_extension};
@@ -177,13 +177,9 @@ impl WindowAttention for Flex {
         group: usize,
         spans: Vec<Span>,
     ) -> FlexTensor {
-        let (q, k, v) = (contiguous(q), contiguous(k), contiguous(v));
-        let dims = q.layout().shape().to_vec();
-        let [batch, heads, len, d] = dims[..] else {
-            panic!("window attention: q is [batch, heads, len, d], got {dims:?}")
-        };
-        let kv = k.layout().shape().to_vec();
-        assert_eq!(kv, v.layout().shape().to_vec(), "keys and values agree");
+        let what = "window attention: q is [batch, heads, len, d]";
+        let ([q, k, v], dims, kv) = attention_operands(q, k, v, what);
+        let [batch, heads, len, d] = dims;
         assert!(
             group > 0 && heads % group == 0 && kv.len() == 4,
             "window attention: k {kv:?} for q {dims:?} and group {group}"
@@ -205,9 +201,8 @@ impl WindowAttention for Flex {
             );
         }
         // Each (row, head)'s output rows: the spans' tasks write disjoint parts of them.
-        let mut out = zeros(Shape::from(dims));
+        let mut out = zeros(Shape::from(dims.to_vec()));
         let (qs, ks, vs) = (q.storage::<f32>(), k.storage::<f32>(), v.storage::<f32>());
-        let scale = 1.0 / (d as f32).sqrt();
         let at = Shared(out.storage_mut::<f32>().as_mut_ptr());
         (0..spans.len() * heads).into_par_iter().for_each(|task| {
             let (s, h) = (spans[task / heads], task % heads);
@@ -225,23 +220,18 @@ impl WindowAttention for Flex {
             for start in (0..s.count).step_by(BLOCK) {
                 let rows = BLOCK.min(s.count - start);
                 let seen = s.prefix + start + rows;
-                // SAFETY: the block's `rows` query and output rows lie in the span's, the
-                // `seen` keys and values within the capacity (asserted above), `scores`
-                // holds `rows × seen`.
-                unsafe {
-                    product(
-                        rows,
-                        seen,
-                        d,
-                        scores.as_mut_ptr(),
-                        false,
-                        row_major(q[start * d..].as_ptr(), d),
-                        transposed(k.as_ptr(), d),
-                        scale,
-                    );
-                }
-                let block = &mut scores[..rows * seen];
-                causal_softmax(block, seen, s.prefix + start + 1, Lse::Into(&mut lse));
+                let (q, k) = (&q[start * d..][..rows * d], &k[..seen * d]);
+                causal_probabilities(
+                    q,
+                    k,
+                    d,
+                    s.prefix + start + 1,
+                    &mut scores,
+                    Lse::Into(&mut lse),
+                );
+                let block = &scores[..rows * seen];
+                // SAFETY: the block's `rows` output rows lie in the span's, the `seen`
+                // values within the capacity (asserted above), `block` holds `rows × seen`.
                 unsafe { weigh(rows, seen, d, false, &mut out[start * d..], block, v, 1.0) };
             }
         });
