@@ -22,7 +22,7 @@ use super::reference::Reference;
 use super::report::StepReport;
 use super::rows::{
     Picks, PolicyRow, computed_positions, learned_masks, micro_batches_among, micro_batches_of,
-    split,
+    padding_positions, split,
 };
 use super::score::{host, pass, row_tensor, score};
 use super::value::value_loss;
@@ -94,6 +94,7 @@ pub fn policy_update(
         micro_batches: groups.len(),
         row_tokens: rows.iter().map(|r| r.tokens.len()).sum(),
         computed_tokens: groups.iter().map(|g| computed_positions(rows, g)).sum(),
+        padded_tokens: groups.iter().map(|g| padding_positions(rows, g)).sum(),
         ..StepReport::default()
     };
     if config.loss.kl_coef != 0.0 && ref_logprobs.is_none() {

@@ -34,6 +34,8 @@ pub struct StepReport {
     /// Positions the network ran for them per epoch: each micro-batch's rows past the
     /// prefix they share, padded to the longest, and that prefix once.
     pub computed_tokens: usize,
+    /// Of those, the padding: positions past a row's end, up to its micro-batch's longest.
+    pub padded_tokens: usize,
     /// Optimizer steps applied (not skipped).
     pub updates: usize,
     /// Mean |trainer's log-prob − rollout's| over the sampled tokens of the batch, before

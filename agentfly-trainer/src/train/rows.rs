@@ -200,6 +200,14 @@ pub(crate) fn computed_positions(rows: &[PolicyRow], group: &[usize]) -> usize {
     positions_past(rows, group, shared_prefix(rows, group))
 }
 
+/// The padding a pass over the rows `group` computes: each row's positions past its end, up
+/// to the longest row's.
+pub(crate) fn padding_positions(rows: &[PolicyRow], group: &[usize]) -> usize {
+    let lens = group.iter().map(|&i| rows[i].tokens.len());
+    let longest = lens.clone().max().unwrap_or(0);
+    lens.map(|len| longest - len).sum()
+}
+
 /// [`computed_positions`] with the rows' `shared` prefix already known.
 fn positions_past(rows: &[PolicyRow], group: &[usize], shared: usize) -> usize {
     let longest = group
@@ -319,6 +327,27 @@ mod tests {
         assert_eq!(shared_prefix(&rows, &[0]), 0);
         rows[2].mask.clear();
         assert_eq!(shared_prefix(&rows, &[0, 1, 2]), 0);
+    }
+
+    #[test]
+    fn a_pass_computes_the_shared_prefix_once_and_pads_to_the_longest() {
+        let prompt: Vec<u32> = (0..40).collect();
+        // 40 + 30, 40 + 45 and 40 + 60 tokens sharing the prompt (each row's own tokens
+        // differ from their first).
+        let rows: Vec<PolicyRow> = [30, 45, 60]
+            .iter()
+            .enumerate()
+            .map(|(k, &tail)| row(&prompt, tail, k as u32))
+            .collect();
+        let group = [0, 1, 2];
+        let shared = shared_prefix(&rows, &group);
+        assert_eq!(shared, 40);
+        assert_eq!(
+            computed_positions(&rows, &group),
+            3 * (100 - shared) + shared
+        );
+        assert_eq!(padding_positions(&rows, &group), 30 + 15);
+        assert_eq!(padding_positions(&rows, &[2]), 0);
     }
 
     #[test]
