@@ -111,12 +111,12 @@ pub(super) fn prefill_after(model: &Pretrained, rows: Vec<After<'_>>) -> (KvCach
     };
     let mut cache = KvCache::stack_rows(rows.into_iter().map(|r| (r.past, r.start)), keys);
     let last = model.config.max_position_embeddings.saturating_sub(1);
-    // Each row's tokens (padded to `width` with zeros), their positions, and where in the
-    // pass its last token sits.
-    let width = |l: usize| if packed { l } else { len };
+    // Each row's tokens (padded to `padded(len)` with zeros), their positions, and where in
+    // the pass its last token sits.
+    let padded = |l: usize| if packed { l } else { len };
     let (mut ids, mut positions, mut ends) = (Vec::new(), Vec::new(), Vec::with_capacity(n));
     for (&start, tokens) in starts.iter().zip(&tokens) {
-        let w = width(tokens.len());
+        let w = padded(tokens.len());
         ids.extend((0..w).map(|j| tokens.get(j).map_or(0, |&t| i64::from(t))));
         // A padding query's position only rotates its own (unread) key and query.
         positions.extend((start..start + w).map(|p| p.min(last) as i64));

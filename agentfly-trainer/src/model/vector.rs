@@ -84,31 +84,8 @@ pub(super) fn exp(x: f32) -> f32 {
     y * f32::from_bits(bits as u32)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn exp_is_within_two_ulp_of_the_standard_library_down_to_the_flush() {
-        let mut worst = 0f32;
-        for i in 0..=200_000 {
-            let x = -87.0 + 175.0 * i as f32 / 200_000.0;
-            let (got, want) = (exp(x), x.exp());
-            worst = worst.max(((got - want) / want).abs());
-        }
-        assert!(
-            worst < 2.5 * f32::EPSILON,
-            "largest relative error {worst:e}"
-        );
-        let mut row = vec![-1.0, 0.0, 2.0, -100.0];
-        let sum = exp_shifted(&mut row, 2.0);
-        assert!((row[2] - 1.0).abs() < 1e-7 && row[3] < 1e-37, "{row:?}");
-        assert!((sum - row.iter().sum::<f32>()).abs() < 1e-7);
-    }
-}
-
 /// A buffer's pointer, shared by parallel tasks that each write only their own part of it
-/// (the product's blocks, the packed operands' pieces).
+/// (AMX's product blocks and packed operands, the window attention's output rows).
 #[derive(Clone, Copy)]
 pub(crate) struct Shared<T>(pub(crate) *mut T);
 // SAFETY: every task writes only its own part of the buffer.
@@ -143,4 +120,27 @@ pub(crate) fn attention_operands(
     let kv = k.layout().shape().to_vec();
     assert_eq!(kv, v.layout().shape().to_vec(), "keys and values agree");
     ([q, k, v], [a, b, c, d], kv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_is_within_two_ulp_of_the_standard_library_down_to_the_flush() {
+        let mut worst = 0f32;
+        for i in 0..=200_000 {
+            let x = -87.0 + 175.0 * i as f32 / 200_000.0;
+            let (got, want) = (exp(x), x.exp());
+            worst = worst.max(((got - want) / want).abs());
+        }
+        assert!(
+            worst < 2.5 * f32::EPSILON,
+            "largest relative error {worst:e}"
+        );
+        let mut row = vec![-1.0, 0.0, 2.0, -100.0];
+        let sum = exp_shifted(&mut row, 2.0);
+        assert!((row[2] - 1.0).abs() < 1e-7 && row[3] < 1e-37, "{row:?}");
+        assert!((sum - row.iter().sum::<f32>()).abs() < 1e-7);
+    }
 }

@@ -63,8 +63,9 @@ impl Window {
 }
 
 /// The query rows of a pass that one cache row's window applies to: `count` rows of `q`'s
-/// batch row `row` from `first` on, seeing cache row `cache_row` through `window` (the
-/// window's `queries_from` already counted in `first`).
+/// batch row `row` from `first` on (a window's `queries_from` already counted in `first`),
+/// seeing cache row `cache_row`'s keys from `keys_from` on, `prefix` of them before the
+/// first query's own.
 #[derive(Debug, Clone, Copy)]
 struct Span {
     row: usize,
