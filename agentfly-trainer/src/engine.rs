@@ -11,6 +11,7 @@ use crate::Pretrained;
 use crate::generate::{
     DecodeBatch, GenerateError, Generation, Sampler, SamplingParams, SequenceSpec,
 };
+use crate::sync::lock;
 use agentfly_core::rollout::{GenerateRequest, Generated, GenerationEnd, Policy, PolicyError};
 use futures_util::future::BoxFuture;
 use std::collections::VecDeque;
@@ -286,10 +287,6 @@ impl Policy for Engine {
 
 fn stopped() -> PolicyError {
     PolicyError("the generation engine has stopped".into())
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 struct Worker {

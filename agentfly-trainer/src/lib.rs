@@ -24,6 +24,7 @@ pub mod io;
 pub mod model;
 pub mod run;
 pub mod server;
+mod sync;
 pub mod train;
 
 pub use error::ModelError;

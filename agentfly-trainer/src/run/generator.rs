@@ -13,8 +13,8 @@ use crate::io::{GgufDtype, GgufFile, save_weights};
 use crate::model::{Decoder, ModelConfig};
 use crate::server::{
     ExternalServersConfig, LlamaServerConfig, LlamaServers, ServerConfig, ServerPolicy, WeightSync,
-    lock,
 };
+use crate::sync::lock;
 use agentfly_core::rollout::Policy;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

@@ -7,6 +7,7 @@ use super::error::{TrainError, io};
 use super::trainer::Trainer;
 use crate::Pretrained;
 use crate::model::Rope;
+use crate::sync::lock;
 use std::path::{Path, PathBuf};
 
 /// Where a checkpoint or a saved model keeps the adapters alone (PEFT's layout), when the
@@ -170,10 +171,6 @@ impl Drop for Trainer {
             eprintln!("the last checkpoint was not written: {e}");
         }
     }
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Everything a checkpoint writes, owned, so that a thread of its own can write it.

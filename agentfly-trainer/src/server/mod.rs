@@ -20,6 +20,7 @@ pub use api::ServerApi;
 pub use external::{ExternalServersConfig, SyncError, WeightSync};
 pub use llama::{LlamaServerConfig, LlamaServers};
 
+use crate::sync::lock;
 use agentfly_core::rollout::{GenerateRequest, Generated, Policy, PolicyError};
 use futures_util::future::BoxFuture;
 use serde_json::Value;
@@ -129,11 +130,6 @@ impl ServerPolicy {
     pub fn set_policy_version(&self, version: u64) {
         self.inner.version.store(version, Ordering::SeqCst);
     }
-}
-
-/// `m`'s guard, even if a thread panicked holding it (the data are counters and paths).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Policy for ServerPolicy {
