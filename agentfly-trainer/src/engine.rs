@@ -12,11 +12,13 @@ use crate::generate::{
     DecodeBatch, GenerateError, Generation, Sampler, SamplingParams, SequenceSpec,
 };
 use crate::sync::lock;
+use burn::module::Param;
+use burn::tensor::Tensor;
 use agentfly_core::rollout::{GenerateRequest, Generated, GenerationEnd, Policy, PolicyError};
 use futures_util::future::BoxFuture;
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -137,6 +139,8 @@ pub struct Engine {
     stats: Arc<Mutex<EngineStats>>,
     /// The version of the weights served ([`Engine::load_weights`]).
     version: Arc<AtomicU64>,
+    /// The weights are released ([`Engine::release_weights`]) until the next load.
+    released: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     max_context: usize,
     request_timeout: Duration,
@@ -160,6 +164,7 @@ impl Engine {
         let (sender, receiver) = mpsc::channel();
         let stats = Arc::new(Mutex::new(EngineStats::default()));
         let version = Arc::new(AtomicU64::new(0));
+        let released = Arc::new(AtomicBool::new(false));
         let max_context = model.config.max_position_embeddings;
         let (request_timeout, task_timeout) = (config.request_timeout, config.task_timeout);
         let worker = Worker {
@@ -170,6 +175,7 @@ impl Engine {
             config,
             stats: stats.clone(),
             version: version.clone(),
+            released: released.clone(),
             open: true,
         };
         let thread = std::thread::Builder::new()
@@ -180,6 +186,7 @@ impl Engine {
             sender: Mutex::new(Some(sender)),
             stats,
             version,
+            released,
             thread: Some(thread),
             max_context,
             request_timeout,
@@ -234,10 +241,29 @@ impl Engine {
         decoder: crate::model::Decoder,
         version: u64,
     ) -> Result<(), PolicyError> {
-        let served = self.version.clone();
+        let (served, released) = (self.version.clone(), self.released.clone());
         self.with_model(move |model| {
             model.decoder = decoder;
             served.store(version, Ordering::SeqCst);
+            released.store(false, Ordering::SeqCst);
+        })
+    }
+
+    /// Frees the weights served, their packed copy and every cached key and value, once
+    /// the running sequences have finished, until the next [`Engine::load_weights`]: for a
+    /// training update that replaces them anyway, whose optimizer then writes its weights
+    /// in place instead of copying the buffers the engine shared with it. Generation
+    /// requests sent meanwhile get an error.
+    pub fn release_weights(&self) -> Result<(), PolicyError> {
+        let released = self.released.clone();
+        self.with_model(move |model| {
+            let device = model.decoder.embed.device();
+            let decoder = &mut model.decoder;
+            decoder.blocks = Vec::new();
+            decoder.lm_head = None;
+            decoder.packed_head = None;
+            decoder.embed = Param::from_tensor(Tensor::empty([0, 0], &device));
+            released.store(true, Ordering::SeqCst);
         })
     }
 
@@ -297,6 +323,8 @@ struct Worker {
     batch: DecodeBatch<Reply>,
     stats: Arc<Mutex<EngineStats>>,
     version: Arc<AtomicU64>,
+    /// The weights are released: requests are refused until new ones load.
+    released: Arc<AtomicBool>,
     /// The engine still accepts requests.
     open: bool,
 }
@@ -351,7 +379,10 @@ impl Worker {
                 // The weights may have changed: cached keys and values are stale, and so
                 // are the packed weights.
                 self.batch.clear_prefix_cache();
-                if self.config.packed_decode {
+                if self.released.load(Ordering::SeqCst) {
+                    // No sequence runs: this frees the batch's cache buffers.
+                    self.batch.abort();
+                } else if self.config.packed_decode {
                     self.model.decoder.pack_for_decode();
                 }
             }
@@ -381,6 +412,14 @@ impl Worker {
             };
             if job.reply.is_closed() {
                 lock(&self.stats).abandoned += 1;
+                continue;
+            }
+            if self.released.load(Ordering::SeqCst) {
+                let _ = job.reply.send(Err(PolicyError(
+                    "the generation engine's weights are released for a training update; \
+                     generate after the update has loaded new ones"
+                        .into(),
+                )));
                 continue;
             }
             tokens += len;

@@ -191,6 +191,42 @@ async fn model_tasks_run_between_batches_and_change_what_is_generated() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn released_weights_refuse_requests_until_new_ones_load() {
+    let engine = Arc::new(Engine::start(load(), EngineConfig::default()));
+    let r = request((5..29).collect(), 6, 0.0, 1);
+    let before = engine.generate(r.clone()).await.unwrap();
+    let releaser = engine.clone();
+    tokio::task::spawn_blocking(move || releaser.release_weights().unwrap())
+        .await
+        .unwrap();
+    let refused = engine.generate(r.clone()).await.unwrap_err();
+    assert!(refused.0.contains("released"), "{refused}");
+    // The engine's model holds no weights now.
+    let checker = engine.clone();
+    let (blocks, embedded) = tokio::task::spawn_blocking(move || {
+        checker
+            .with_model(|model| {
+                (
+                    model.decoder.blocks.len(),
+                    model.decoder.embed.val().dims()[0],
+                )
+            })
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!((blocks, embedded), (0, 0));
+    let loader = engine.clone();
+    tokio::task::spawn_blocking(move || loader.load_weights(load().decoder, 3).unwrap())
+        .await
+        .unwrap();
+    let after = engine.generate(r).await.unwrap();
+    assert_eq!(after.ids, before.ids);
+    assert_eq!(after.logprobs, before.logprobs);
+    assert_eq!(after.policy_version, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_prefixes_and_previous_turns_are_not_prefilled_again() {
     let model = load();
     let shared: Vec<u32> = (0..40).map(|t| 20 + (t * 11) % 400).collect();

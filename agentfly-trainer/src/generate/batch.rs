@@ -8,6 +8,7 @@
 use super::pool::on_pool;
 use super::prefill::{After, int_tensor, packs, prefill, prefill_after};
 use super::prefix::PrefixCache;
+use super::device_sampling::{reduces_on_device, sample_on_device};
 use super::sampling::{Sampler, hits_stop_string, sample_rows};
 use crate::Pretrained;
 use crate::model::{ForwardInput, KvCache, Window};
@@ -423,24 +424,24 @@ impl<K> DecodeBatch<K> {
         };
         let device = logits.device();
         let vocab = logits.dims()[1];
-        let mut host: Vec<f32> = logits.into_data().try_to_vec().expect("f32 logits");
         let live = self.live_slots();
-        if live.len() < self.slots.len() {
-            // Only the live slots' rows are sampled.
-            host = live
+        let samplers: Vec<&mut Sampler> = self
+            .slots
+            .iter_mut()
+            .flatten()
+            .map(|row| &mut row.sampler)
+            .collect();
+        let sampled = if reduces_on_device(&device, &samplers) {
+            sample_on_device(samplers, logits, &live)
+        } else {
+            let data = logits.into_data();
+            let all = data.as_slice::<f32>().expect("f32 logits");
+            let rows = live
                 .iter()
-                .flat_map(|&s| host[s * vocab..(s + 1) * vocab].iter().copied())
+                .map(|&s| &all[s * vocab..(s + 1) * vocab])
                 .collect();
-        }
-        let sampled = sample_rows(
-            self.slots
-                .iter_mut()
-                .flatten()
-                .map(|row| &mut row.sampler)
-                .collect(),
-            &host,
-            vocab,
-        );
+            sample_rows(samplers, rows)
+        };
         let mut next_ids = vec![0; self.slots.len()];
         let mut finished = Vec::new();
         for (&s, sampled) in live.iter().zip(sampled) {

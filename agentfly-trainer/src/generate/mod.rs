@@ -3,6 +3,7 @@
 //! sampled token.
 
 mod batch;
+mod device_sampling;
 mod pool;
 mod prefill;
 mod prefix;

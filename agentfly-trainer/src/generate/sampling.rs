@@ -87,11 +87,7 @@ impl Sampler {
     /// (a vectorised `exp`, within 2e-7 of the standard one) and their sum, and a draw walks
     /// them once: the vocabulary is exponentiated once per token.
     pub fn sample(&mut self, logits: &[f32]) -> Option<(u32, f32)> {
-        let inv_t = if self.temperature > 0.0 {
-            1.0 / self.temperature
-        } else {
-            1.0
-        };
+        let inv_t = self.inverse_temperature();
         let (max, nan) = max_and_nan(logits);
         if nan || !max.is_finite() {
             return None;
@@ -123,12 +119,21 @@ impl Sampler {
         }
         let total = sum(weights);
         let mut candidates: Vec<(usize, f32)> = weights.iter().copied().enumerate().collect();
-        let order = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
         if self.top_k > 0 && self.top_k < candidates.len() {
-            candidates.select_nth_unstable_by(self.top_k - 1, order);
+            candidates.select_nth_unstable_by(self.top_k - 1, best_first);
             candidates.truncate(self.top_k);
         }
-        candidates.sort_unstable_by(order);
+        self.draw_among(candidates, total)
+    }
+
+    /// Draws an id from `candidates` (ids with unnormalised weights; every id top-k keeps,
+    /// or all of them, in any order) out of a row of weights summing to `total`: best
+    /// first (ties to the lower id), cut to top-k and then to top-p, drawn in that order.
+    fn draw_among(&mut self, mut candidates: Vec<(usize, f32)>, total: f32) -> usize {
+        candidates.sort_unstable_by(best_first);
+        if self.top_k > 0 {
+            candidates.truncate(self.top_k);
+        }
         if self.top_p < 1.0 {
             let mut mass = 0.0;
             let mut keep = candidates.len();
@@ -151,29 +156,77 @@ impl Sampler {
         }
         candidates.last().map_or(0, |c| c.0)
     }
+
+    /// How many of a row's likeliest tokens this sampler chooses among: 1 when greedy, k
+    /// under top-k; `None` when it may choose any token (plain or top-p sampling), which
+    /// takes the whole row.
+    pub(crate) fn candidates(&self) -> Option<usize> {
+        if self.temperature <= 0.0 {
+            Some(1)
+        } else if self.top_k > 0 {
+            Some(self.top_k)
+        } else {
+            None
+        }
+    }
+
+    /// `1 / temperature`, or 1 when greedy: what a row's distances from its largest logit
+    /// are multiplied by.
+    pub(crate) fn inverse_temperature(&self) -> f32 {
+        if self.temperature > 0.0 {
+            1.0 / self.temperature
+        } else {
+            1.0
+        }
+    }
+
+    /// [`Sampler::sample`] from a row's likeliest tokens alone: `top` holds at least
+    /// [`Sampler::candidates`] ids (any order), each with `(logit − max) ·`
+    /// [`Sampler::inverse_temperature`] (`max` the row's largest logit), and `log_sum` is
+    /// the log of the sum of `exp` of that over the whole row. The same choice and
+    /// log-probability as from the whole row, up to the rounding of the sum; `None` when
+    /// `log_sum` is not finite (the row's logits were not).
+    pub(crate) fn sample_top(&mut self, top: &[(u32, f32)], log_sum: f32) -> Option<(u32, f32)> {
+        if !log_sum.is_finite() {
+            return None;
+        }
+        let shifted = top.iter().map(|&(id, s)| (id as usize, s));
+        let id = if self.temperature <= 0.0 {
+            shifted.min_by(best_first)?.0
+        } else {
+            let weights = shifted.map(|(id, s)| (id, exp_nonpositive(s))).collect();
+            self.draw_among(weights, log_sum.exp())
+        };
+        let logit = top.iter().find(|c| c.0 as usize == id)?.1;
+        Some((id as u32, logit - log_sum))
+    }
+}
+
+/// Larger weights first, ties to the lower id.
+fn best_first(a: &(usize, f32), b: &(usize, f32)) -> std::cmp::Ordering {
+    b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
 }
 
 /// From this many rows on, a decode step samples its rows on every core.
 const PARALLEL_SAMPLING_ROWS: usize = 4;
 
-/// One token for each row of `logits` (`[samplers.len(), vocab]`, row-major), each with its
-/// own sampler. Each sampler has its own seeded stream, so sampling the rows on every core
-/// draws the same tokens as one after the other (a few rows are not worth the threads).
+/// One token for each of `rows` (a row of logits each), each with its own sampler. Each
+/// sampler has its own seeded stream, so sampling the rows on every core draws the same
+/// tokens as one after the other (a few rows are not worth the threads).
 pub(crate) fn sample_rows(
     mut samplers: Vec<&mut Sampler>,
-    logits: &[f32],
-    vocab: usize,
+    rows: Vec<&[f32]>,
 ) -> Vec<Option<(u32, f32)>> {
     if samplers.len() >= PARALLEL_SAMPLING_ROWS {
         samplers
             .par_iter_mut()
-            .zip(logits.par_chunks(vocab))
+            .zip(rows)
             .map(|(sampler, row)| sampler.sample(row))
             .collect()
     } else {
         samplers
             .iter_mut()
-            .zip(logits.chunks(vocab))
+            .zip(rows)
             .map(|(sampler, row)| sampler.sample(row))
             .collect()
     }

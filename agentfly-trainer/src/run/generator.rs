@@ -206,6 +206,19 @@ impl Generator {
         Ok(())
     }
 
+    /// Frees the in-process engine's weights and caches for the length of an update,
+    /// which a [`Generator::push`] of the new weights ends; the servers' processes keep
+    /// theirs. Whether it released anything. Call it when no rollout is running.
+    pub(super) fn release(&self) -> Result<bool, TrainError> {
+        match self {
+            Self::Engine(engine) => engine
+                .release_weights()
+                .map(|()| true)
+                .map_err(|e| TrainError::Engine(e.to_string())),
+            Self::LlamaServer(_) | Self::External(_) => Ok(false),
+        }
+    }
+
     /// Names the weights served now (unchanged) the policy of `version`. Call it when no
     /// rollout is running.
     pub(super) fn relabel(&self, version: u64) {

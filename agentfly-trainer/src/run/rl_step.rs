@@ -62,6 +62,7 @@ impl Trainer {
             critic,
             reference: reference.as_ref(),
         };
+        let mut released = false;
         let (learned, next) = if overlap {
             std::thread::scope(|s| {
                 let update = s.spawn(|| learner.learn(&batch, step));
@@ -72,15 +73,21 @@ impl Trainer {
                 (learned, Some(next))
             })
         } else {
+            // The update replaces the engine's weights: they need not stay beside it.
+            released = chains.generator.release()?;
             (learner.learn(&batch, step), None)
         };
+        if released && learned.is_err() {
+            // Serve the weights of before again: the error may not end the run.
+            self.sync_policy(self.step as u64)?;
+        }
         let mut metrics = learned?;
         self.pending = next.transpose()?;
         let sync_start = Instant::now();
         // The weights after this step are the policy of version `step + 1`; unchanged
         // weights (a skipped update) keep their place but take the new number.
         let version = self.step as u64 + 1;
-        if metrics.update.updates > 0 {
+        if metrics.update.updates > 0 || released {
             self.sync_policy(version)?;
         } else {
             self.chains.generator.relabel(version);

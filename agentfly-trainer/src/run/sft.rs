@@ -51,6 +51,9 @@ impl Trainer {
         }
         let start = Instant::now();
         let rows = self.demonstration_rows(&sft.data)?;
+        // The updates replace the engine's weights (pushed after the last): they need not
+        // stay beside them.
+        self.chains.generator.release()?;
         let mut optim = OptimConfig {
             lr: sft.lr,
             warmup_steps: 0,
