@@ -27,7 +27,6 @@ use burn::optim::GradientsParams;
 use burn::tensor::{Tensor, TensorData};
 use rand::{Rng, SeedableRng};
 use serde_json::json;
-use std::process::Command;
 use std::time::Instant;
 
 mod common;
@@ -95,14 +94,7 @@ fn main() {
         ),
     ] {
         eprintln!("agentfly: {label} ...");
-        let out = Command::new(std::env::current_exe().expect("own path"))
-            .args(["--shape", shape])
-            .output()
-            .expect("run the shape");
-        eprint!("{}", String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "the {shape} shape failed");
-        let ours: serde_json::Value =
-            serde_json::from_slice(&out.stdout).expect("the shape's JSON");
+        let ours = common::run_child(&["--shape", shape]);
         let mut peer_args = vec!["--model".to_string(), model_arg.clone()];
         peer_args.extend(extra);
         peer_args.extend(["--runs".to_string(), RUNS.to_string()]);
@@ -133,11 +125,7 @@ fn main() {
         );
     }
     // In a child too, after the shapes: the matrix-multiply rate the machine had meanwhile.
-    let out = Command::new(std::env::current_exe().expect("own path"))
-        .args(["--shape", "matmul"])
-        .output()
-        .expect("run the matmul probe");
-    let probe: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the probe's JSON");
+    let probe = common::run_child(&["--shape", "matmul"]);
     println!(
         "\nmachine: a [512, 576] × [576, 1536] product at {:.1} GFLOP/s (flex, measured after the shapes)",
         probe["flops"].as_f64().expect("flops") / 1e9
@@ -155,16 +143,6 @@ fn device() -> burn::tensor::Device {
         agentfly_trainer::device::parse_device(&name).expect("device"),
         checkpointing,
     )
-}
-
-/// The process's peak resident memory so far (Linux `VmHWM`), in bytes.
-fn peak_bytes() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb * 1024.0)
 }
 
 /// Best of `RUNS` timed calls after one warm-up, with the phases on stderr when
@@ -233,7 +211,7 @@ fn lm_shape(lora: bool) -> serde_json::Value {
         decoder = Some(d);
         format!("(loss {value:.3}: forward {forward:.2}s, backward {backward:.2}s)")
     });
-    json!({"tokens": BATCH * SEQ, "seconds": seconds, "peak_bytes": peak_bytes()})
+    json!({"tokens": BATCH * SEQ, "seconds": seconds, "peak_bytes": common::peak_bytes()})
 }
 
 /// 16 trajectories: a prompt, then sampled turns (learned) and tool observations (not)
@@ -294,5 +272,5 @@ fn rl_shape() -> serde_json::Value {
             report.loss, report.tokens, report.micro_batches
         )
     });
-    json!({"tokens": tokens, "seconds": seconds, "peak_bytes": peak_bytes()})
+    json!({"tokens": tokens, "seconds": seconds, "peak_bytes": common::peak_bytes()})
 }

@@ -12,9 +12,9 @@ use crate::generate::{
     DecodeBatch, GenerateError, Generation, Sampler, SamplingParams, SequenceSpec,
 };
 use crate::sync::lock;
+use agentfly_core::rollout::{GenerateRequest, Generated, GenerationEnd, Policy, PolicyError};
 use burn::module::Param;
 use burn::tensor::Tensor;
-use agentfly_core::rollout::{GenerateRequest, Generated, GenerationEnd, Policy, PolicyError};
 use futures_util::future::BoxFuture;
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
@@ -82,6 +82,11 @@ pub struct EngineStats {
     pub steps: u64,
     /// Sum over steps of the sequences decoded (mean batch = rows / steps).
     pub rows: u64,
+    /// Sum over steps of the requests that waited to join the batch (past its limits, or
+    /// sent during the step before): with `rows`, what the callers asked of the engine. A
+    /// mean batch below the callers' concurrency with this near 0 is the callers' doing
+    /// (their chains were calling tools, or had finished), not the scheduler's.
+    pub waiting_rows: u64,
     /// Admissions (prefill passes).
     pub prefills: u64,
     /// Prompt tokens prefilled (shared prompts counted once per admission).
@@ -96,6 +101,9 @@ pub struct EngineStats {
     pub prefill_seconds: f64,
     /// Seconds spent in decode steps.
     pub decode_seconds: f64,
+    /// Sum over steps of the sequences decoded times the step's seconds (the mean batch
+    /// over the decode time is this over `decode_seconds`).
+    pub row_seconds: f64,
     /// Summed seconds requests waited before their prefill.
     pub queue_seconds: f64,
 }
@@ -107,6 +115,26 @@ impl EngineStats {
             0.0
         } else {
             self.rows as f64 / self.steps as f64
+        }
+    }
+
+    /// Mean sequences decoded over the decode time: steps weighed by their duration, so
+    /// that a run's tail of short steps with few sequences counts for its time, not for its
+    /// number of steps.
+    pub fn mean_batch_over_time(&self) -> f64 {
+        if self.decode_seconds == 0.0 {
+            0.0
+        } else {
+            self.row_seconds / self.decode_seconds
+        }
+    }
+
+    /// Mean requests waiting to join the batch per decode step.
+    pub fn mean_waiting(&self) -> f64 {
+        if self.steps == 0 {
+            0.0
+        } else {
+            self.waiting_rows as f64 / self.steps as f64
         }
     }
 
@@ -491,6 +519,11 @@ impl Worker {
         }
         let start = Instant::now();
         let rows = self.batch.len() as u64;
+        let waiting = self
+            .pending
+            .iter()
+            .filter(|c| matches!(c, Command::Generate(_)))
+            .count() as u64;
         let model = &self.model;
         let batch = &mut self.batch;
         let stepped = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -507,8 +540,11 @@ impl Worker {
         stats.abandoned += dropped as u64;
         stats.steps += 1;
         stats.rows += rows;
+        stats.waiting_rows += waiting;
         stats.generated_tokens += rows;
-        stats.decode_seconds += start.elapsed().as_secs_f64();
+        let seconds = start.elapsed().as_secs_f64();
+        stats.decode_seconds += seconds;
+        stats.row_seconds += rows as f64 * seconds;
         drop(stats);
         self.reply(done);
     }

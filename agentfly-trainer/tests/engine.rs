@@ -108,6 +108,41 @@ async fn staggered_requests_in_a_continuous_batch_equal_generating_each_alone() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_past_the_batch_limit_are_counted_as_waiting() {
+    let engine = Engine::start(
+        load(),
+        EngineConfig {
+            max_batch: 1,
+            ..EngineConfig::default()
+        },
+    );
+    // Sent together (a request is queued when `generate` is called): one decodes, two wait.
+    let r = |seed| request((5..29).collect(), 6, 0.9, seed);
+    let (a, b, c) = (
+        engine.generate(r(1)),
+        engine.generate(r(2)),
+        engine.generate(r(3)),
+    );
+    let done = futures_util::future::join_all([a, b, c]).await;
+    assert!(done.iter().all(Result::is_ok));
+    let stats = engine.stats();
+    assert!(stats.mean_batch() <= 1.0, "{stats:?}");
+    assert!(
+        (stats.mean_batch_over_time() - 1.0).abs() < 1e-9,
+        "{stats:?}"
+    );
+    // Each step of the first sequence had two behind it, each of the second's one.
+    assert!(stats.waiting_rows >= 3, "{stats:?}");
+    assert_eq!(
+        stats.mean_waiting(),
+        stats.waiting_rows as f64 / stats.steps as f64
+    );
+    let alone = Engine::start(load(), EngineConfig::default());
+    alone.generate(r(1)).await.unwrap();
+    assert_eq!(alone.stats().waiting_rows, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_request_fails_alone() {
     let engine = Engine::start(load(), EngineConfig::default());
     let good = request(vec![5, 6, 7, 8], 5, 0.0, 1);

@@ -62,8 +62,33 @@ fn tiny_qwen2_on_the_gpu_matches_transformers_and_the_cpu() {
         ..SamplingParams::greedy(12)
     };
     let on_gpu = generate(&gpu, std::slice::from_ref(&prompt), &params, None).unwrap();
-    let on_cpu = generate(&cpu, &[prompt], &params, None).unwrap();
+    let on_cpu = generate(&cpu, std::slice::from_ref(&prompt), &params, None).unwrap();
     assert_eq!(on_gpu[0].new_ids, on_cpu[0].new_ids);
+    close_logprobs(&on_gpu[0].logprobs, &on_cpu[0].logprobs);
+    // Top-k sampling: on the GPU only each row's k likeliest ids and its log-sum come back
+    // to the sampler, on the CPU it reads whole rows; the draws are the same.
+    let sampled = SamplingParams {
+        temperature: 0.8,
+        top_k: 5,
+        seed: 9,
+        ..params
+    };
+    let prompts = [prompt, vec![5, 9, 77, 12]];
+    let on_gpu = generate(&gpu, &prompts, &sampled, None).unwrap();
+    let on_cpu = generate(&cpu, &prompts, &sampled, None).unwrap();
+    for (g, c) in on_gpu.iter().zip(&on_cpu) {
+        assert_eq!(g.new_ids, c.new_ids);
+        close_logprobs(&g.logprobs, &c.logprobs);
+    }
+}
+
+fn close_logprobs(gpu: &[f32], cpu: &[f32]) {
+    for (g, c) in gpu.iter().zip(cpu) {
+        assert!(
+            (g - c).abs() < 1e-4,
+            "log-probability {g} on the GPU, {c} on the CPU"
+        );
+    }
 }
 
 /// One policy update of the tiny model on `device`: its report and the updated weights.

@@ -1,9 +1,12 @@
 """The transformers side of `cargo bench --bench generation`: the same measurements on the
-same weights (a Hugging Face directory agentfly saved from the GGUF), printed as JSON."""
+same weights (a Hugging Face directory agentfly saved from the GGUF), printed as JSON with
+the process's peak resident memory (the bench runs one row a process: `--skip-prefill`,
+`--batches ""` for none)."""
 
 import argparse
 import json
 import os
+import resource
 import time
 
 import torch
@@ -29,6 +32,7 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument("--skip-prefill", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     dtype = getattr(torch, args.dtype)
@@ -38,11 +42,12 @@ def main():
     out = {"torch": torch.__version__, "threads": torch.get_num_threads(), "dtype": args.dtype}
     with torch.inference_mode():
         ids = torch.randint(100, vocab, (1, args.prefill), generator=gen)
-        model(ids)  # warm-up
-        t = best_of(args.runs, lambda: model(ids, use_cache=True))
-        out["prefill_tokens_per_s"] = args.prefill / t
+        if not args.skip_prefill:
+            model(ids)  # warm-up
+            t = best_of(args.runs, lambda: model(ids, use_cache=True))
+            out["prefill_tokens_per_s"] = args.prefill / t
         decode = {}
-        for batch in [int(b) for b in args.batches.split(",")]:
+        for batch in [int(b) for b in args.batches.split(",") if b]:
             prompts = torch.randint(100, vocab, (batch, args.prompt_len), generator=gen)
             mask = torch.ones_like(prompts)
 
@@ -57,6 +62,7 @@ def main():
             tn = best_of(args.runs, lambda: run(args.new_tokens))
             decode[str(batch)] = batch * (args.new_tokens - 1) / (tn - t1)
         out["decode_tokens_per_s"] = decode
+    out["peak_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps(out))
 
 

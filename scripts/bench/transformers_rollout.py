@@ -11,6 +11,7 @@ import json
 import operator
 import os
 import re
+import resource
 import sqlite3
 import time
 
@@ -195,6 +196,7 @@ def main():
         result["runs"][str(c)] = run(
             model, tok, samples[:n], system, c, args.max_turns, args.max_new_tokens, wiki
         )
+    result["peak_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps(result))
 
 

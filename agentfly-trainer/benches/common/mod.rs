@@ -70,3 +70,25 @@ pub fn matmul_flops(device: &Device, runs: usize) -> f64 {
         .fold(f64::INFINITY, f64::min);
     10.0 * 2.0 * 512.0 * 576.0 * 1536.0 / seconds
 }
+
+/// The process's peak resident memory so far (Linux `VmHWM`), in bytes.
+pub fn peak_bytes() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb * 1024.0)
+}
+
+/// Runs this bench binary again with `args` (one measurement in a process of its own, so
+/// that its peak resident memory is its own) and parses the JSON it prints.
+pub fn run_child(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(std::env::current_exe().expect("own path"))
+        .args(args)
+        .output()
+        .expect("run the bench's child");
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the child {args:?} failed");
+    serde_json::from_slice(&out.stdout).expect("the child's JSON")
+}

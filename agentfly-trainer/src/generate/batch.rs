@@ -5,10 +5,10 @@
 //! Identical prompts (the n chains of one sample) are prefilled once and their cache rows
 //! copied.
 
+use super::device_sampling::{reduces_on_device, sample_on_device};
 use super::pool::on_pool;
 use super::prefill::{After, int_tensor, packs, prefill, prefill_after};
 use super::prefix::PrefixCache;
-use super::device_sampling::{reduces_on_device, sample_on_device};
 use super::sampling::{Sampler, hits_stop_string, sample_rows};
 use crate::Pretrained;
 use crate::model::{ForwardInput, KvCache, Window};

@@ -34,7 +34,10 @@ pub(crate) fn sample_on_device(
     let device = logits.device();
     let k = samplers
         .iter()
-        .map(|s| s.candidates().expect("a sampler that chooses among the likeliest ids"))
+        .map(|s| {
+            s.candidates()
+                .expect("a sampler that chooses among the likeliest ids")
+        })
         .max()
         .unwrap_or(1)
         .min(vocab);
@@ -42,10 +45,8 @@ pub(crate) fn sample_on_device(
     for (sampler, &row) in samplers.iter().zip(live) {
         inverse_temperature[row] = sampler.inverse_temperature();
     }
-    let inverse_temperature: Tensor<2> = Tensor::from_data(
-        TensorData::new(inverse_temperature, [rows, 1]),
-        &device,
-    );
+    let inverse_temperature: Tensor<2> =
+        Tensor::from_data(TensorData::new(inverse_temperature, [rows, 1]), &device);
     // The host's arithmetic: (logit − max) · (1 / temperature).
     let max = logits.clone().max_dim(1);
     let shifted = (logits - max) * inverse_temperature;
