@@ -78,7 +78,8 @@ impl Trainer {
             (learner.learn(&batch, step), None)
         };
         if released && learned.is_err() {
-            // Serve the weights of before again: the error may not end the run.
+            // Serve the actor's weights again (the update failed before changing them, or
+            // they are what the trainer now holds): the error may not end the run.
             self.sync_policy(self.step as u64)?;
         }
         let mut metrics = learned?;
