@@ -111,37 +111,30 @@ pub struct EngineStats {
 impl EngineStats {
     /// Mean sequences per decode step.
     pub fn mean_batch(&self) -> f64 {
-        if self.steps == 0 {
-            0.0
-        } else {
-            self.rows as f64 / self.steps as f64
-        }
+        mean(self.rows as f64, self.steps as f64)
     }
 
     /// Mean sequences decoded over the decode time: steps weighed by their duration, so
     /// that a run's tail of short steps with few sequences counts for its time, not for its
     /// number of steps.
     pub fn mean_batch_over_time(&self) -> f64 {
-        if self.decode_seconds == 0.0 {
-            0.0
-        } else {
-            self.row_seconds / self.decode_seconds
-        }
+        mean(self.row_seconds, self.decode_seconds)
     }
 
     /// Mean requests waiting to join the batch per decode step.
     pub fn mean_waiting(&self) -> f64 {
-        if self.steps == 0 {
-            0.0
-        } else {
-            self.waiting_rows as f64 / self.steps as f64
-        }
+        mean(self.waiting_rows as f64, self.steps as f64)
     }
 
     /// Seconds the model was busy.
     pub fn busy_seconds(&self) -> f64 {
         self.prefill_seconds + self.decode_seconds
     }
+}
+
+/// `sum / count`, 0 before anything was counted.
+fn mean(sum: f64, count: f64) -> f64 {
+    if count == 0.0 { 0.0 } else { sum / count }
 }
 
 type Reply = oneshot::Sender<Result<Generated, PolicyError>>;

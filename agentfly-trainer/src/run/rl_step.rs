@@ -79,8 +79,10 @@ impl Trainer {
         };
         if released && learned.is_err() {
             // Serve the actor's weights again (the update failed before changing them, or
-            // they are what the trainer now holds): the error may not end the run.
-            self.sync_policy(self.step as u64)?;
+            // they are what the trainer now holds): the error may not end the run. The
+            // update's error is the one to report; should this push fail too, the engine
+            // answers every request with its "released" error.
+            let _ = self.sync_policy(self.step as u64);
         }
         let mut metrics = learned?;
         self.pending = next.transpose()?;
