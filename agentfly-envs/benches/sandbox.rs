@@ -2,6 +2,10 @@
 //! PythonSandbox instances; the peer is what many agent frameworks do, a fresh `python3`
 //! process per call, at the same concurrency (bounded to 8 processes at once, like the pool).
 //!
+//! First, what a chain waits for when it leases a sandbox: lease to the first cell's answer,
+//! when the instance was returned long enough ago to be reset, and when it is leased again
+//! at once (its reset on return is then part of the wait).
+//!
 //! Run: `cargo bench -p agentfly-envs --bench sandbox`
 
 use agentfly_core::env::{EnvPool, PoolConfig};
@@ -93,8 +97,84 @@ async fn fresh_process(python: &std::path::Path, chains: usize, rounds: usize) -
     summarize(all, start.elapsed())
 }
 
+/// Lease to the first cell's answer, `rounds` times on a pool of one instance; with
+/// `settle`, the instance's reset on return (and 20 ms more) is waited out before the next
+/// lease.
+async fn lease_to_first_cell(rounds: usize, settle: bool) -> Vec<f64> {
+    let pool = EnvPool::<PythonSandbox>::new(
+        SandboxConfig::default(),
+        PoolConfig {
+            capacity: 1,
+            ..PoolConfig::default()
+        },
+    );
+    pool.prewarm(1).await.unwrap();
+    let mut latencies = Vec::new();
+    for _ in 0..rounds {
+        if settle {
+            while pool.metrics().idle == 0 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            // What is made after the reset answered (a fresh interpreter) is ready too.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let asked = Instant::now();
+        let mut sandbox = pool.lease().await.expect("a sandbox");
+        let out = sandbox.run(CODE).await;
+        assert_eq!(out.value.as_deref(), Some("2664667000"), "{out:?}");
+        latencies.push(asked.elapsed().as_secs_f64() * 1e3);
+        // What a chain leaves: a variable, a file, a module imported.
+        sandbox
+            .run("import json\nopen('f.txt', 'w').write('x')\ny = 1")
+            .await;
+    }
+    pool.close().await;
+    latencies.sort_by(f64::total_cmp);
+    latencies
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    println!("| lease to first cell | leases | p50 ms | p90 ms | max ms |");
+    println!("|---|---:|---:|---:|---:|");
+    for (what, settle) in [
+        ("returned and reset before", true),
+        ("leased again at once", false),
+    ] {
+        let l = lease_to_first_cell(40, settle).await;
+        println!(
+            "| {what} | {} | {:.2} | {:.2} | {:.2} |",
+            l.len(),
+            quantile(&l, 0.5),
+            quantile(&l, 0.9),
+            l[l.len() - 1]
+        );
+    }
+    // The reset itself (on return to the pool, off the next chain's path when the pool has
+    // an idle instance).
+    let mut sandbox = PythonSandbox::start(SandboxConfig::default())
+        .await
+        .unwrap();
+    let mut resets = Vec::new();
+    for _ in 0..40 {
+        sandbox
+            .run("import json\nopen('f.txt', 'w').write('x')\ny = 1")
+            .await;
+        let t = Instant::now();
+        agentfly_core::env::Env::reset(&mut sandbox, None)
+            .await
+            .unwrap();
+        resets.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    resets.sort_by(f64::total_cmp);
+    println!(
+        "| the reset alone | {} | {:.2} | {:.2} | {:.2} |",
+        resets.len(),
+        quantile(&resets, 0.5),
+        quantile(&resets, 0.9),
+        resets[resets.len() - 1]
+    );
+    println!();
     let config = SandboxConfig::default();
     let python = config.python();
     let pool = EnvPool::<PythonSandbox>::new(

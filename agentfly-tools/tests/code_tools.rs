@@ -173,13 +173,14 @@ async fn failing_tools_end_their_call_not_the_cell() {
     );
 }
 
-/// Sends a raw call on the kernel's channel, as hostile code can, and prints the answer.
-const RAW_CALL: &str = r#"import sys, json
+/// Sends a raw call on the kernel's channel to its supervisor, as hostile code can (the
+/// kernel's globals are reachable through any tool function's), and returns the answer.
+const RAW_CALL: &str = r#"import json
+K = calculator.__globals__
 def raw(tool, args):
-    m = sys.modules['__main__']
-    m.PROTO_OUT.write(json.dumps({"op": "call", "tool": tool, "args": args}) + "\n")
-    m.PROTO_OUT.flush()
-    return json.loads(m.PROTO_IN.readline())
+    call = {"op": "call", "tool": tool, "args": args, "seq": K['CALLS']['seq']}
+    K['CHANNEL'].sendall((json.dumps(call) + "\n").encode())
+    return json.loads(K['CHANNEL_IN'].readline())
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -240,7 +241,7 @@ async fn hostile_code_reaches_only_the_chains_tools_within_limits() {
     let out = run(
         &toolbox,
         &mut ctx,
-        "import sys\nm = sys.modules['__main__']\nm.PROTO_OUT.write('x' * (20 << 20))\nm.PROTO_OUT.flush()",
+        "K['CHANNEL'].sendall(b'x' * (20 << 20))",
     )
     .await;
     assert!(
@@ -250,16 +251,13 @@ async fn hostile_code_reaches_only_the_chains_tools_within_limits() {
     );
     let out = run(&toolbox, &mut ctx, "calculator('6*7')").await;
     assert_eq!(out.text, "'42'");
+    // The interpreter was replaced: the helper is defined again.
+    run(&toolbox, &mut ctx, RAW_CALL).await;
 
     // Garbage instead of an answer: restarted, nothing else happens.
-    let out = run(
-        &toolbox,
-        &mut ctx,
-        "import sys\nm = sys.modules['__main__']\nm.PROTO_OUT.write('not json\\n')\nm.PROTO_OUT.flush()",
-    )
-    .await;
+    let out = run(&toolbox, &mut ctx, "K['CHANNEL'].sendall(b'not json\\n')").await;
     assert!(
-        out.is_error && out.text.contains("bad answer"),
+        out.is_error && out.text.contains("not a JSON object"),
         "{}",
         out.text
     );
@@ -295,4 +293,37 @@ async fn code_that_waits_on_tools_is_timed_on_its_own_time() {
     // An endless loop is still stopped at the cell's limit.
     let out = run(&toolbox, &mut ctx, "while True: pass").await;
     assert!(out.text.contains("timed out after 5 s"), "{}", out.text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_refused_past_the_limit_are_counted_not_recorded() {
+    let (toolbox, mut ctx) = chain(&["code_interpreter", "calculator"]).await;
+    // A loop on a refused call, through the tool function: refused in the kernel, fast.
+    let out = run(
+        &toolbox,
+        &mut ctx,
+        "n = 0\nfor _ in range(100_000):\n    try:\n        calculator('1+1')\n    except ToolError:\n        n += 1\nn",
+    )
+    .await;
+    assert_eq!(out.text, "99995", "{out:?}");
+    let made = ctx.take_nested_calls();
+    assert_eq!(
+        made.len(),
+        6,
+        "the calls within the limit and the first refusal"
+    );
+    assert_eq!(made[5].observation.error_kind, Some(ToolErrorKind::Refused));
+    assert_eq!(made[5].repeats, 99_994);
+    // The same past the kernel's own check, on the raw channel: the host counts them.
+    run(&toolbox, &mut ctx, RAW_CALL).await;
+    let out = run(
+        &toolbox,
+        &mut ctx,
+        "[raw('calculator', {'expression': '1'})['is_error'] for _ in range(300)].count(True)",
+    )
+    .await;
+    assert_eq!(out.text, "295", "{out:?}");
+    let made = ctx.take_nested_calls();
+    assert_eq!(made.len(), 6);
+    assert_eq!(made[5].repeats, 294);
 }

@@ -421,13 +421,15 @@ impl ChainSetup<'_> {
             if stop.is_none() {
                 stop = Stop::of(&nested.arguments, &nested.observation);
             }
-            records.push(record(
+            let mut call = record(
                 nested.name,
                 nested.arguments,
                 nested.observation,
                 nested.seconds,
                 Some(nested.via.to_string()),
-            ));
+            );
+            call.repeats = nested.repeats;
+            records.push(call);
         }
         (records, stop)
     }
@@ -476,5 +478,6 @@ fn record(
         error,
         seconds,
         via,
+        repeats: 0,
     }
 }

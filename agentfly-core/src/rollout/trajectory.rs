@@ -41,6 +41,14 @@ pub struct CallRecord {
     /// the `code_interpreter`'s code); `None` for a call the model wrote itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// Further calls refused the same way right after this one (past a call limit), counted
+    /// and not recorded one by one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub repeats: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// One model turn: the span of its sampled tokens, then the span of what the environment

@@ -38,6 +38,9 @@ pub struct NestedCall {
     pub observation: Observation,
     /// Seconds it took.
     pub seconds: f64,
+    /// Later calls refused past the call limit, counted here and not recorded one by one
+    /// (code looping on a refused call would otherwise make a record per refusal).
+    pub repeats: usize,
 }
 
 /// The chain's tools as one tool call sees them: every tool of the chain's toolbox but the
@@ -50,6 +53,8 @@ pub struct ToolBridge<'a> {
     toolbox: Toolbox,
     limits: BridgeLimits,
     made: usize,
+    /// Where the first call refused past the limit is recorded, in the context's calls.
+    first_refusal: Option<usize>,
 }
 
 impl std::fmt::Debug for ToolBridge<'_> {
@@ -91,6 +96,7 @@ impl CallContext {
             caller,
             limits,
             made: 0,
+            first_refusal: None,
         }
     }
 }
@@ -106,19 +112,36 @@ impl ToolBridge<'_> {
         self.made
     }
 
+    /// The bounds it enforces.
+    pub fn limits(&self) -> BridgeLimits {
+        self.limits
+    }
+
     /// Calls `name` with `args`: refused (an error observation) past the call limit, with
     /// arguments over the size limit, or for a tool this bridge does not offer; else run as
-    /// the chain runs a call. Every call, refused or not, is recorded for the trajectory.
-    pub async fn call(&mut self, name: &str, args: Value) -> Observation {
+    /// the chain runs a call. Every call up to the limit is recorded for the trajectory,
+    /// and the first past it; later ones are only counted (in that record's `repeats`).
+    /// Arguments over the size limit are recorded as their size, not their text.
+    pub async fn call(&mut self, name: &str, mut args: Value) -> Observation {
         let start = Instant::now();
         self.made += 1;
-        let size = args.to_string().len();
-        let observation = if self.made > self.limits.max_calls {
-            refused(format!(
+        if self.made > self.limits.max_calls {
+            let observation = refused(format!(
                 "Error: too many tool calls from one `{}` call (the limit is {})",
                 self.caller, self.limits.max_calls
-            ))
-        } else if size > self.limits.max_argument_bytes {
+            ));
+            let calls = &mut self.ctx.extension_mut::<NestedCalls>().0;
+            if let Some(first) = self.first_refusal.and_then(|i| calls.get_mut(i)) {
+                first.repeats += 1;
+                return observation;
+            }
+            self.first_refusal = Some(calls.len());
+            self.push(name, args, observation.clone(), start);
+            return observation;
+        }
+        let size = args.to_string().len();
+        let observation = if size > self.limits.max_argument_bytes {
+            args = Value::String(format!("<{size} bytes of arguments, over the limit>"));
             refused(format!(
                 "Error: the arguments of `{name}` are {size} bytes; the limit is {}",
                 self.limits.max_argument_bytes
@@ -134,14 +157,29 @@ impl ToolBridge<'_> {
         } else {
             self.toolbox.call(self.ctx, name, args.clone()).await
         };
+        self.push(name, args, observation.clone(), start);
+        observation
+    }
+
+    /// Counts `n` calls refused past the limit by the caller's own side without being sent
+    /// (the sandbox's kernel does so), on the record of the first refusal.
+    pub fn count_refused(&mut self, n: usize) {
+        self.made = self.made.saturating_add(n);
+        let calls = &mut self.ctx.extension_mut::<NestedCalls>().0;
+        if let Some(first) = self.first_refusal.and_then(|i| calls.get_mut(i)) {
+            first.repeats = first.repeats.saturating_add(n);
+        }
+    }
+
+    fn push(&mut self, name: &str, arguments: Value, observation: Observation, start: Instant) {
         self.ctx.extension_mut::<NestedCalls>().0.push(NestedCall {
             via: self.caller,
             name: name.to_string(),
-            arguments: args,
-            observation: observation.clone(),
+            arguments,
+            observation,
             seconds: start.elapsed().as_secs_f64(),
+            repeats: 0,
         });
-        observation
     }
 }
 

@@ -22,8 +22,8 @@ pub struct SandboxConfig {
     pub startup_timeout: Duration,
     /// CPU seconds one call may use (`RLIMIT_CPU`, raised before each call).
     pub cpu_seconds_per_call: u64,
-    /// CPU seconds the interpreter may use over its life; an instance that has used them
-    /// up fails its health check and is replaced.
+    /// CPU seconds one lease's interpreter may use over its life (past them it is killed,
+    /// and a fresh one forked, empty of variables).
     pub cpu_seconds_total: u64,
     /// Address space of the interpreter and each child (`RLIMIT_AS`).
     pub memory_bytes: u64,
@@ -33,6 +33,12 @@ pub struct SandboxConfig {
     pub max_file_bytes: u64,
     /// Open files (`RLIMIT_NOFILE`).
     pub max_open_files: u64,
+    /// Bytes the code may store in `/tmp` and its working directory together (the size of
+    /// its private tmpfs), where the system allows a mount namespace.
+    pub max_disk_bytes: u64,
+    /// Files and directories the code may have in `/tmp` and its working directory
+    /// together (the tmpfs's inodes), where the system allows a mount namespace.
+    pub max_files: u64,
     /// Characters of stdout, stderr, value or traceback kept per call; the rest is cut
     /// with a visible marker.
     pub max_output_chars: usize,
@@ -59,6 +65,8 @@ impl Default for SandboxConfig {
             max_processes: 64,
             max_file_bytes: 64 << 20,
             max_open_files: 256,
+            max_disk_bytes: 128 << 20,
+            max_files: 4096,
             max_output_chars: 8000,
             isolate_network: true,
             drop_privileges: true,

@@ -1,45 +1,43 @@
-# agentfly's Python kernel: one persistent interpreter per PythonSandbox instance.
-#
-# Started by the host with the sandbox config as argv[1] (JSON). It sets resource limits,
-# drops privileges when it was started as root, then answers one JSON request per line on
-# its stdin with one JSON line on its (original) stdout:
-#   {"op": "exec", "code": ..., "tools": [...]} -> stdout, stderr, value, error, cpu_seconds
-#       While the cell runs, each call of one of `tools` (the chain's tools, defined as
-#       functions in the namespace) is sent as {"op": "call", "tool": ..., "args": {...}}
-#       and answered by the host with one line {"text": ..., "is_error": ...}.
-#   {"op": "reset"}             -> a fresh namespace and an empty working directory
-#   {"op": "ping"}              -> cpu_seconds_left
+# agentfly's Python kernel: the interpreter of one lease of a PythonSandbox, forked by the
+# sandbox's supervisor (supervisor.py), which runs this file in the fork with CFG (the
+# sandbox config), CHANNEL_FD (its socket to the supervisor), WORKDIR and
+# PROCESS_NAMESPACE defined. It sets resource limits, drops privileges when it runs as
+# root, then answers one JSON request per line on its channel with one JSON line:
+#   {"op": "exec", "code": ..., "tools": [...], "max_calls": N} -> stdout, stderr, value,
+#       error, cpu_seconds. While the cell runs, each call of one of `tools` (the chain's
+#       tools, defined as functions in the namespace) is sent as {"op": "call", "tool": ...,
+#       "args": {...}} and answered by the host with one line {"text": ..., "is_error": ...};
+#       past `max_calls` calls in one cell, later ones fail here without being sent.
 # The cell's own stdin is /dev/null; its stdout and stderr (also those of subprocesses)
-# go to unlinked capture files that the kernel reads back, up to a cap.
+# go to memory files that the kernel reads back, up to a cap. The notebook's namespace is
+# the module `__main__`.
 import ast
 import builtins
+import ctypes
 import inspect
-import io
 import json
 import linecache
 import math
 import os
 import resource
-import shutil
 import signal
+import socket
 import sys
-import tempfile
 import threading
 import traceback
 import types
 
-CFG = json.loads(sys.argv[1])
 KERNEL_PID = os.getpid()
-PROTO_IN = os.fdopen(os.dup(0), "r", encoding="utf-8")  # os.dup: not inherited by children
-PROTO_OUT = os.fdopen(os.dup(1), "w", encoding="utf-8")
-WORKDIR = os.getcwd()
-CAP = int(CFG["capture_bytes"])
+CHANNEL = socket.socket(fileno=CHANNEL_FD)  # noqa: F821 - defined by the supervisor
+CHANNEL_IN = CHANNEL.makefile("r", encoding="utf-8")
+CAP = int(CFG["capture_bytes"])  # noqa: F821
 NOTES = []
+LIBC = ctypes.CDLL(None, use_errno=True)
+PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 4, 38
 
 
 def send(obj):
-    PROTO_OUT.write(json.dumps(obj) + "\n")
-    PROTO_OUT.flush()
+    CHANNEL.sendall((json.dumps(obj) + "\n").encode())
 
 
 def setlimit(name, value):
@@ -58,12 +56,46 @@ setlimit("RLIMIT_NPROC", CFG.get("max_processes"))
 setlimit("RLIMIT_NOFILE", CFG.get("max_open_files"))
 setlimit("RLIMIT_CPU", CFG.get("cpu_seconds_total"))
 
+class CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities():
+    """Still uid 0 (root of a user namespace): every capability dropped for good, so the
+    code cannot undo the read-only mounts or the private /tmp, and no program it runs as
+    uid 0 gets them back."""
+    # SECBIT_NOROOT and _NO_SETUID_FIXUP on, KEEP_CAPS off, each locked.
+    if LIBC.prctl(28, 0b101111, 0, 0, 0) != 0:  # PR_SET_SECUREBITS
+        raise OSError(ctypes.get_errno(), "PR_SET_SECUREBITS")
+    data = (CapData * 2)()
+    if LIBC.capset(ctypes.byref(CapHeader(0x20080522, 0)), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+
+
+if os.geteuid() == 0:
+    # No capability can come back through a program it runs, whatever its file says.
+    for cap in range(64):
+        LIBC.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP; past the last one: EINVAL
+    LIBC.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL
 UID = CFG.get("uid")
-if UID is not None:
+if UID is not None and os.geteuid() == 0:
     os.setgroups([])
     os.setgid(UID)
-    os.setuid(UID)
+    os.setuid(UID)  # no capability is left to a non-root uid
+elif os.geteuid() == 0:
+    drop_capabilities()
 DEDICATED_UID = UID is not None and os.getuid() == UID and UID != 0
+# No program it starts gains privileges (set-uid binaries run as the caller); and the
+# process may read its own /proc entries again (changing uid made it undumpable).
+LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+LIBC.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+os.chdir(WORKDIR)  # noqa: F821
+os.environ["HOME"] = os.environ["TMPDIR"] = WORKDIR  # noqa: F821
 
 
 class CpuTimeLimit(Exception):
@@ -77,14 +109,11 @@ def on_xcpu(signum, frame):
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-large write fails with EFBIG
 signal.signal(signal.SIGXCPU, on_xcpu)
 
-devnull = os.open(os.devnull, os.O_RDONLY)
-os.dup2(devnull, 0)
-os.close(devnull)
-OUT = tempfile.TemporaryFile(dir=WORKDIR)
-ERR = tempfile.TemporaryFile(dir=WORKDIR)
+OUT = os.fdopen(os.memfd_create("stdout"), "w+b")
+ERR = os.fdopen(os.memfd_create("stderr"), "w+b")
 os.dup2(OUT.fileno(), 1)
 os.dup2(ERR.fileno(), 2)
-sys.stdin = io.StringIO()
+sys.stdin = open(os.devnull)
 
 
 def cpu_used():
@@ -132,22 +161,31 @@ class ToolError(Exception):
 CALL_LOCK = threading.Lock()
 # The kernel's own functions run with these globals, a cell with its namespace's.
 KERNEL_GLOBALS = globals()
+CALLS = {"made": 0, "max": None, "seq": None, "refused": 0}
 
 
 def call_tool(name, args):
     if os.getpid() != KERNEL_PID:
         raise ToolError(f"{name}: tools can be called only from the notebook's own process")
+    # The first call past the limit goes to the host, which refuses and records it; later
+    # ones are refused here and only counted.
+    limit = CALLS["max"]
+    if limit is not None and CALLS["made"] > limit:
+        CALLS["refused"] += 1
+        raise ToolError(f"Error: too many tool calls from one `code_interpreter` call "
+                        f"(the limit is {limit})")
+    CALLS["made"] += 1
     try:
-        request = json.dumps({"op": "call", "tool": name, "args": args})
+        request = json.dumps({"op": "call", "tool": name, "args": args,
+                              "seq": CALLS["seq"]})
     except (TypeError, ValueError) as e:
         raise TypeError(f"{name}: the arguments must be JSON values (str, int, float, "
                         f"bool, None, list, dict): {e}") from None
     with CALL_LOCK:
-        PROTO_OUT.write(request + "\n")
-        PROTO_OUT.flush()
-        line = PROTO_IN.readline()
+        CHANNEL.sendall((request + "\n").encode())
+        line = CHANNEL_IN.readline()
     if not line:
-        os._exit(3)  # the host is gone
+        os._exit(3)  # the supervisor is gone
     answer = json.loads(line)
     if answer.get("is_error"):
         raise ToolError(answer.get("text", ""))
@@ -214,16 +252,20 @@ def define_tools(tools):
 
 
 def fresh_namespace():
-    return {"__name__": "__main__", "__builtins__": builtins, "notepad": Notepad(),
-            "ToolError": ToolError}
+    main = types.ModuleType("__main__")
+    main.__dict__.update({"__builtins__": builtins, "notepad": Notepad(),
+                          "ToolError": ToolError})
+    sys.modules["__main__"] = main
+    return main.__dict__
 
 
 NS = fresh_namespace()
 
 
 def kill_leftovers():
-    # With a uid of its own, every other process of that uid was started by a cell.
-    if DEDICATED_UID:
+    # With a uid or a PID namespace of its own, every other process it can signal was
+    # started by a cell (the namespace's first process ignores it).
+    if DEDICATED_UID or PROCESS_NAMESPACE:  # noqa: F821
         try:
             os.kill(-1, signal.SIGKILL)
         except ProcessLookupError:
@@ -334,44 +376,20 @@ def run_cell(code):
     }
 
 
-def reset():
-    global NS
-    NS = fresh_namespace()
-    kill_leftovers()
-    for name in os.listdir(WORKDIR):
-        path = os.path.join(WORKDIR, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                os.remove(path)
-            except OSError:
-                pass
-    os.chdir(WORKDIR)
-
-
-def cpu_left():
-    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
-    return None if hard == resource.RLIM_INFINITY else hard - cpu_used()
-
-
-send({
-    "ready": True,
-    "uid": os.getuid(),
-    "dedicated_uid": DEDICATED_UID,
-    "notes": NOTES,
-    "python": sys.version.split()[0],
-})
-for line in PROTO_IN:
+# A first cell run before the lease begins: the pages it touches are this process's own
+# (copied from the supervisor's) by the time the chain's first cell comes.
+run_cell("None")
+send({"ready": True, "uid": os.getuid(), "notes": NOTES})
+for line in CHANNEL_IN:
     request = json.loads(line)
-    op = request.get("op")
-    if op == "exec":
+    if request.get("op") == "exec":
         define_tools(request.get("tools"))
-        send(run_cell(request["code"]))
-    elif op == "reset":
-        reset()
-        send({"ok": True})
-    elif op == "ping":
-        send({"ok": True, "cpu_seconds_left": cpu_left()})
+        CALLS["made"], CALLS["max"], CALLS["refused"] = 0, request.get("max_calls"), 0
+        CALLS["seq"] = request.get("seq")
+        result = run_cell(request["code"])
+        result["seq"] = CALLS["seq"]
+        result["refused_calls"] = CALLS["refused"]
+        send(result)
     else:
-        send({"ok": False, "error": f"unknown op {op!r}"})
+        send({"ok": False, "error": f"unknown op {request.get('op')!r}"})
+os._exit(0)

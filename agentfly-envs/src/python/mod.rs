@@ -1,52 +1,63 @@
-//! `PythonSandbox`: a persistent, resource-limited `python3` process per instance, like a
-//! notebook kernel — variables and files persist between the calls of one chain.
+//! `PythonSandbox`: a persistent, resource-limited Python interpreter per lease, like a
+//! notebook kernel — variables and files persist between the calls of one chain, and no
+//! chain sees what an earlier chain did.
+//!
+//! # How
+//!
+//! Each instance is a supervisor process (`supervisor.py`) that never runs a cell: a fork
+//! server. Every lease gets a kernel forked from it (`kernel.py`), so its interpreter is
+//! one no earlier chain has touched — no thread, patched module, environment variable,
+//! signal handler or file of an earlier chain survives — and it is ready when the lease
+//! begins (the fork happens when the last lease ends). The host talks only to the
+//! supervisor, which relays a cell and its tool calls to the kernel over the kernel's own
+//! socket: the host's channel is closed in every kernel, so a cell reaches nothing but
+//! its own lease's channel, through which it can do what its tool functions do.
 //!
 //! # What is enforced
 //!
-//! Always: a fresh temporary working directory (also `HOME` and `TMPDIR`), a scrubbed
-//! environment (`PATH`, `LANG`, `HOME`, `TMPDIR` only; `python -I`), resource limits
-//! (`RLIMIT_CPU` per call and over the instance's life, `RLIMIT_AS`, `RLIMIT_NPROC`,
-//! `RLIMIT_FSIZE`, `RLIMIT_NOFILE`, no core files), a wall-clock limit per call after which
-//! the whole process group is killed and the interpreter restarted, output captured at the
-//! file-descriptor level (subprocesses included) and capped with a visible marker, stdin
-//! closed, and forked children that return to the kernel stopped.
+//! Always: a scrubbed environment (`PATH`, `LANG`, `HOME`, `TMPDIR` only; `python -I`),
+//! resource limits (`RLIMIT_CPU` per call and over the lease, `RLIMIT_AS`, `RLIMIT_NPROC`,
+//! `RLIMIT_FSIZE`, `RLIMIT_NOFILE`, no core files), no privilege gained through set-uid
+//! programs, a wall-clock limit per call after which the kernel and everything it started
+//! are killed and a fresh kernel forked, output captured at the file-descriptor level
+//! (subprocesses included) and capped with a visible marker, stdin closed, and forked
+//! children that return to the kernel stopped.
 //!
-//! When the host runs as **root**: each instance gets an unprivileged uid of its own (from
-//! [`SandboxConfig::uid_range`]), so its working directory (mode 0700) is private from other
-//! instances, it cannot write outside it except in world-writable places (`/tmp`), cannot
-//! signal the host or other instances, `RLIMIT_NPROC` counts only its own processes, and
-//! every process it started is killed after each call.
+//! Where the system allows namespaces (as root, or with unprivileged user namespaces), each
+//! instance also gets ([`Isolation`] says what held):
+//! - a network namespace with no interfaces, so no socket reaches anything;
+//! - a mount namespace where every host mount is read-only and `/tmp` (seen also at
+//!   `/var/tmp` and `/dev/shm`) is a tmpfs of its own, bounded in bytes and files
+//!   ([`SandboxConfig::max_disk_bytes`], [`SandboxConfig::max_files`]) and made anew for
+//!   every lease; the working directory is `/tmp/work`;
+//! - a PID namespace per kernel: the code sees none of the host's processes, and all it
+//!   started die with it.
 //!
-//! When `unshare --net` works (root, or a kernel that allows it): a network namespace with
-//! no interfaces, so no socket reaches anything.
+//! As **root**, each instance also runs its code as an unprivileged uid of its own (from
+//! [`SandboxConfig::uid_range`]): it cannot signal the host or other instances, and
+//! `RLIMIT_NPROC` counts only its own processes.
 //!
-//! Not as root: the code runs as the host's user. The limits still hold, but it can read
-//! and write whatever that user can, signal the host process, and `RLIMIT_NPROC` counts all
-//! of that user's processes. [`PythonSandbox::isolation`] reports what applies.
+//! Without namespaces and not as root, the limits hold but the code runs as the host's
+//! user in the host's namespaces: it can reach the network and write whatever that user
+//! can. Runs that use the sandbox print [`Isolation::describe`] at their start.
 
 mod config;
 pub(crate) mod process;
+mod supervisor;
 pub mod tools;
 
 pub use config::SandboxConfig;
 pub use process::Isolation;
 
-use crate::lines::{self, Line};
 use agentfly_core::Sample;
 use agentfly_core::env::{Env, EnvError};
-use process::{UidLease, kill_group};
+use process::{Namespaces, UidLease};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
-use std::process::Stdio;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-
-const KERNEL: &str = include_str!("kernel.py");
-
-/// The longest message the kernel may send (a cell's capped output is far below it).
-const MAX_MESSAGE_BYTES: u64 = 16 << 20;
+use supervisor::{KernelError, Launch, Supervisor};
 
 /// What one call printed and returned.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
@@ -101,44 +112,18 @@ impl CellOutput {
     }
 }
 
-/// A running kernel.
-struct Kernel {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    pgid: u32,
-    /// A request was sent whose answer was never read (the call was cancelled).
-    busy: bool,
-}
-
-/// Why the kernel gave no answer.
-#[derive(Debug)]
-enum KernelError {
-    /// None within the time allowed.
-    NoAnswer(Duration),
-    /// It is gone, or answered nonsense.
-    Gone(String),
-}
-
-impl std::fmt::Display for KernelError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            KernelError::NoAnswer(after) => {
-                write!(f, "no answer within {:.1} s", after.as_secs_f64())
-            }
-            KernelError::Gone(why) => f.write_str(why),
-        }
-    }
-}
-
 /// A persistent Python interpreter in a sandbox; an [`Env`], leased per chain.
 pub struct PythonSandbox {
     config: SandboxConfig,
-    kernel: Option<Kernel>,
-    // Field order matters on drop: the kernel is killed before the uid is released and
+    supervisor: Option<Supervisor>,
+    // Field order matters on drop: the supervisor is killed before the uid is released and
     // before the directory is removed.
     uid: Option<UidLease>,
-    workdir: tempfile::TempDir,
+    /// The working directory on the host's filesystem, used where there is no private
+    /// `/tmp`.
+    host_workdir: tempfile::TempDir,
+    /// The working directory as the code sees it.
+    workdir: PathBuf,
     isolation: Isolation,
     calls: u64,
     restarts: u64,
@@ -147,7 +132,7 @@ pub struct PythonSandbox {
 impl std::fmt::Debug for PythonSandbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PythonSandbox")
-            .field("workdir", &self.workdir.path())
+            .field("workdir", &self.workdir)
             .field("uid", &self.uid.as_ref().map(|u| u.uid))
             .field("isolation", &self.isolation)
             .field("calls", &self.calls)
@@ -161,30 +146,31 @@ fn env_err(context: &str, e: impl std::fmt::Display) -> EnvError {
 }
 
 impl PythonSandbox {
-    /// Starts an interpreter with `config`.
+    /// Starts a sandbox (its supervisor and a first kernel) with `config`.
     pub async fn start(config: SandboxConfig) -> Result<Self, EnvError> {
-        let isolation = Isolation::probe();
-        let uid = if isolation.root && config.drop_privileges {
+        let namespaces = Namespaces::probe();
+        let uid = if namespaces == Namespaces::Root && config.drop_privileges {
             Some(UidLease::reserve(config.uid_range).map_err(|e| env_err("no free uid", e))?)
         } else {
             None
         };
-        let workdir = tempfile::Builder::new()
+        let host_workdir = tempfile::Builder::new()
             .prefix("agentfly-sandbox-")
             .tempdir()
             .map_err(|e| env_err("creating the working directory", e))?;
-        std::fs::set_permissions(workdir.path(), std::fs::Permissions::from_mode(0o700))
+        std::fs::set_permissions(host_workdir.path(), std::fs::Permissions::from_mode(0o700))
             .map_err(|e| env_err("securing the working directory", e))?;
         if let Some(uid) = &uid {
-            std::os::unix::fs::chown(workdir.path(), Some(uid.uid), Some(uid.uid))
+            std::os::unix::fs::chown(host_workdir.path(), Some(uid.uid), Some(uid.uid))
                 .map_err(|e| env_err("handing the working directory to the sandbox uid", e))?;
         }
         let mut sandbox = PythonSandbox {
+            workdir: host_workdir.path().to_path_buf(),
             config,
-            kernel: None,
+            supervisor: None,
             uid,
-            workdir,
-            isolation,
+            host_workdir,
+            isolation: Isolation::default(),
             calls: 0,
             restarts: 0,
         };
@@ -192,17 +178,29 @@ impl PythonSandbox {
         Ok(sandbox)
     }
 
-    /// What this sandbox enforces beyond the resource limits.
+    /// What this sandbox enforces beyond the resource limits, as its supervisor found it.
     pub fn isolation(&self) -> Isolation {
-        Isolation {
-            root: self.uid.is_some(),
-            network_namespace: self.isolation.network_namespace && self.config.isolate_network,
-        }
+        self.isolation
     }
 
-    /// The working directory of the code.
-    pub fn workdir(&self) -> &std::path::Path {
-        self.workdir.path()
+    /// The isolation a sandbox made with `config` gets on this system: one is started,
+    /// asked and closed (for a run's start, to say what holds before any chain runs).
+    pub async fn probe_isolation(config: &SandboxConfig) -> Result<Isolation, EnvError> {
+        let sandbox = PythonSandbox::start(config.clone()).await?;
+        let isolation = sandbox.isolation();
+        sandbox.close().await;
+        Ok(isolation)
+    }
+
+    /// The working directory of the code, as the code sees it (`/tmp/work` on a private
+    /// `/tmp`, which the host does not see).
+    pub fn workdir(&self) -> &Path {
+        &self.workdir
+    }
+
+    /// The process id of the sandbox's supervisor, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.supervisor.as_ref().and_then(Supervisor::pid)
     }
 
     /// How it was made.
@@ -210,22 +208,15 @@ impl PythonSandbox {
         &self.config
     }
 
-    /// Calls run so far, and restarts of the interpreter.
+    /// Calls run so far, and restarts of the interpreter within a lease (after a timeout,
+    /// a crash or a lost sandbox; the fresh interpreter of a new lease is not one).
     pub fn stats(&self) -> (u64, u64) {
         (self.calls, self.restarts)
     }
 
     async fn spawn(&mut self) -> Result<(), EnvError> {
         let python = self.config.python();
-        let isolate = self.config.isolate_network && self.isolation.network_namespace;
-        let mut command = if isolate {
-            let mut c = Command::new("unshare");
-            c.arg("--net").arg("--").arg(&python);
-            c
-        } else {
-            Command::new(&python)
-        };
-        let cfg = json!({
+        let config = json!({
             "uid": self.uid.as_ref().map(|u| u.uid),
             "capture_bytes": self.config.max_output_chars * 4 + 4,
             "cpu_seconds_per_call": self.config.cpu_seconds_per_call,
@@ -234,142 +225,100 @@ impl PythonSandbox {
             "max_processes": self.config.max_processes,
             "max_file_bytes": self.config.max_file_bytes,
             "max_open_files": self.config.max_open_files,
+            "max_disk_bytes": self.config.max_disk_bytes,
+            "max_files": self.config.max_files,
         });
-        let dir = self.workdir.path();
-        command
-            .args(["-I", "-u", "-c", KERNEL])
-            .arg(cfg.to_string())
-            .current_dir(dir)
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("LANG", "C.UTF-8")
-            .env("HOME", dir)
-            .env("TMPDIR", dir)
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        let mut child = command
-            .spawn()
-            .map_err(|e| env_err(&format!("starting {}", python.display()), e))?;
-        let pgid = child.id().unwrap_or(0);
-        let stdin = child.stdin.take().expect("piped stdin");
-        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-        let mut stderr = child.stderr.take().expect("piped stderr");
-        self.kernel = Some(Kernel {
-            child,
-            stdin,
-            stdout,
-            pgid,
-            busy: false,
-        });
-        let ready = self.read_line(self.config.startup_timeout).await;
-        match ready {
-            Ok(v) if v["ready"] == true => Ok(()),
-            other => {
-                self.kill();
-                let mut text = String::new();
-                let _ = tokio::time::timeout(
-                    Duration::from_secs(1),
-                    tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut text),
-                )
-                .await;
-                let why = match other {
-                    Ok(v) => format!("unexpected first message {v}"),
-                    Err(e) => e.to_string(),
-                };
-                Err(env_err(
-                    "the interpreter did not start",
-                    format!("{why}; its stderr: {}", text.trim()),
-                ))
-            }
-        }
+        let launch = Launch {
+            python: &python,
+            namespaces: Namespaces::probe(),
+            isolate_network: self.config.isolate_network,
+            host_workdir: self.host_workdir.path(),
+            config,
+            startup_timeout: self.config.startup_timeout,
+        };
+        let (supervisor, ready) = Supervisor::start(launch)
+            .await
+            .map_err(|why| env_err("the interpreter did not start", why))?;
+        self.supervisor = Some(supervisor);
+        self.workdir = ready.workdir;
+        self.isolation = Isolation {
+            network_namespace: ready.isolation.network_namespace && self.config.isolate_network,
+            ..ready.isolation
+        };
+        Ok(())
     }
 
-    /// Kills the interpreter and everything it started.
+    /// Kills the sandbox and everything it started.
     fn kill(&mut self) {
-        if let Some(mut kernel) = self.kernel.take() {
-            kill_group(kernel.pgid);
-            let _ = kernel.child.start_kill();
+        if let Some(mut supervisor) = self.supervisor.take() {
+            supervisor.kill();
         }
         if let Some(uid) = &self.uid {
             uid.kill_all();
         }
     }
 
+    /// The whole sandbox started anew (its supervisor was lost).
     async fn restart(&mut self) -> Result<(), EnvError> {
         self.kill();
         self.restarts += 1;
         self.spawn().await
     }
 
-    fn kernel(&mut self) -> Result<&mut Kernel, KernelError> {
-        self.kernel
+    fn supervisor(&mut self) -> Result<&mut Supervisor, KernelError> {
+        self.supervisor
             .as_mut()
-            .ok_or_else(|| KernelError::Gone("the interpreter is not running".into()))
+            .ok_or_else(|| KernelError::Gone("the sandbox is not running".into()))
     }
 
     async fn read_line(&mut self, timeout: Duration) -> Result<Value, KernelError> {
-        let kernel = self.kernel()?;
-        // Bounded: code can write to the kernel's channel too.
-        let read = lines::read_line(&mut kernel.stdout, MAX_MESSAGE_BYTES);
-        match tokio::time::timeout(timeout, read).await {
-            Err(_) => Err(KernelError::NoAnswer(timeout)),
-            Ok(Err(e)) => Err(KernelError::Gone(format!("reading its answer failed: {e}"))),
-            Ok(Ok(Line::Closed)) => Err(KernelError::Gone(
-                match lines::exit_status(&mut kernel.child).await {
-                    Some(status) => format!("the interpreter exited ({status})"),
-                    None => "the interpreter closed its output".to_string(),
-                },
-            )),
-            Ok(Ok(Line::TooLong)) => Err(KernelError::Gone(format!(
-                "it sent a message over {MAX_MESSAGE_BYTES} bytes"
-            ))),
-            Ok(Ok(Line::Message(line))) => {
-                lines::parse(&line).map_err(|e| KernelError::Gone(format!("bad answer: {e}")))
-            }
-        }
+        self.supervisor()?.read_line(timeout).await
     }
 
-    /// Sends one request line; the kernel is busy until its answer is read.
+    /// Sends one request line; the sandbox is busy until its answer is read.
     async fn send(&mut self, request: &Value) -> Result<(), KernelError> {
-        if self.kernel.as_ref().is_some_and(|k| k.busy) {
+        if self.supervisor.as_ref().is_some_and(|s| s.busy) {
             // The last call was cancelled mid-way: its answer would be read as this one's.
-            self.restart()
-                .await
-                .map_err(|e| KernelError::Gone(e.to_string()))?;
+            self.fresh_kernel().await?;
         }
-        self.kernel()?.busy = true;
+        self.supervisor()?.busy = true;
         self.write_message(request, "sending the request").await
     }
 
-    /// Writes one JSON line to the kernel (a request, or the answer to a cell's tool call).
+    /// Writes one JSON line to the sandbox (a request, or the answer to a tool call).
     async fn write_message(&mut self, message: &Value, what: &str) -> Result<(), KernelError> {
-        let kernel = self.kernel()?;
-        let line = format!("{message}\n");
-        if let Err(e) = kernel.stdin.write_all(line.as_bytes()).await {
-            return Err(KernelError::Gone(format!("{what} failed: {e}")));
+        self.supervisor()?.write(message, what).await
+    }
+
+    /// A fresh kernel in place of the running one (variables lost, files kept); if the
+    /// supervisor does not manage it, the whole sandbox is restarted.
+    async fn fresh_kernel(&mut self) -> Result<(), KernelError> {
+        self.restarts += 1;
+        match self.supervisor()?.replace_kernel().await {
+            Ok(()) => Ok(()),
+            Err(_) => {
+                self.restarts -= 1;
+                self.restart()
+                    .await
+                    .map_err(|e| KernelError::Gone(e.to_string()))
+            }
         }
-        let _ = kernel.stdin.flush().await;
-        Ok(())
     }
 
     async fn request(&mut self, request: Value, timeout: Duration) -> Result<Value, KernelError> {
         self.send(&request).await?;
         let answer = self.read_line(timeout).await?;
-        self.kernel()?.busy = false;
+        self.supervisor()?.busy = false;
         Ok(answer)
     }
 
     /// Runs `code` as one notebook cell. Never fails: a timeout or a crash is reported in
-    /// the output and the interpreter restarted for the next call.
+    /// the output and a fresh interpreter forked for the next call.
     pub async fn run(&mut self, code: &str) -> CellOutput {
         self.run_with_tools(code, None).await
     }
 
-    /// The output of a call that got no answer: why, and the interpreter restarted.
+    /// The output of a call that got no answer: why, and the interpreter replaced.
     async fn lost_call(&mut self, why: KernelError) -> CellOutput {
         let timed_out = matches!(why, KernelError::NoAnswer(_));
         let what = if timed_out {
@@ -380,7 +329,15 @@ impl PythonSandbox {
         } else {
             format!("The Python process died: {why}.")
         };
-        let restarted = self.restart().await.is_ok();
+        let restarted = match why {
+            // The supervisor forked a fresh kernel already.
+            KernelError::Died(_) => {
+                self.restarts += 1;
+                true
+            }
+            KernelError::NoAnswer(_) => self.fresh_kernel().await.is_ok(),
+            KernelError::Gone(_) => self.restart().await.is_ok(),
+        };
         let after = if restarted {
             " The interpreter was restarted: variables defined before are lost; files \
              in the working directory are kept."
@@ -462,13 +419,14 @@ impl Env for PythonSandbox {
         PythonSandbox::start(config.clone()).await
     }
 
-    /// A fresh namespace, an empty working directory, no leftover processes.
+    /// A fresh interpreter forked, an empty working directory and `/tmp`, no leftover
+    /// processes: nothing of the last chain.
     async fn reset(&mut self, _sample: Option<&Sample>) -> Result<(), EnvError> {
-        if self.kernel.is_none() {
+        if self.supervisor.is_none() {
             return self.restart().await;
         }
         match self
-            .request(json!({"op": "reset"}), self.config.call_timeout)
+            .request(json!({"op": "reset"}), self.config.startup_timeout)
             .await
         {
             Ok(v) if v["ok"] == true => Ok(()),
@@ -476,18 +434,15 @@ impl Env for PythonSandbox {
         }
     }
 
-    /// The interpreter answers, and has CPU time left for a call.
+    /// The supervisor answers.
     async fn health_check(&mut self) -> Result<(), EnvError> {
         let answer = self
             .request(json!({"op": "ping"}), Duration::from_secs(5))
             .await
             .map_err(|e| env_err("health check", e))?;
-        match answer["cpu_seconds_left"].as_f64() {
-            Some(left) if left < self.config.cpu_seconds_per_call as f64 => Err(env_err(
-                "health check",
-                format!("only {left:.1} CPU seconds left of its budget"),
-            )),
-            _ => Ok(()),
+        match answer["ok"] == true {
+            true => Ok(()),
+            false => Err(env_err("health check", answer)),
         }
     }
 

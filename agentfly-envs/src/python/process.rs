@@ -9,31 +9,113 @@ use std::process::Stdio;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// What this system lets a sandbox enforce, probed once per process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+/// What a sandbox enforces beyond its resource limits, as its supervisor found it when it
+/// started (not what was asked for: what holds).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Isolation {
-    /// The host runs as root, so a sandbox can get a uid of its own (private working
-    /// directory, exact process limit, its processes killable as a group).
-    pub root: bool,
-    /// `unshare --net` works: sandboxes see no network interface but a loopback that is
-    /// down.
+    /// The code runs as an unprivileged uid of its own (the host runs as root): it cannot
+    /// signal the host or other instances, and `RLIMIT_NPROC` counts only its processes.
+    pub dedicated_uid: bool,
+    /// A network namespace with no interface but a loopback that is down: no socket
+    /// reaches anything.
     pub network_namespace: bool,
+    /// `/tmp` (also `/var/tmp` and `/dev/shm`) is a filesystem of the instance's own,
+    /// bounded in bytes and files and made anew for every lease; the working directory is
+    /// on it.
+    pub private_tmp: bool,
+    /// Every other mount of the host is read-only to the code (checkpoints, the repository,
+    /// the user's files).
+    pub read_only_host: bool,
+    /// The kernel runs in a PID namespace of its own: it sees none of the host's processes,
+    /// and all it started die with it.
+    pub process_namespace: bool,
 }
 
 impl Isolation {
-    /// Probes (once) what this system allows.
-    pub fn probe() -> Isolation {
-        static PROBED: OnceLock<Isolation> = OnceLock::new();
-        *PROBED.get_or_init(|| Isolation {
-            root: nix::unistd::geteuid().is_root(),
-            network_namespace: std::process::Command::new("unshare")
-                .args(["--net", "true"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success()),
+    /// Does everything hold that a sandbox can enforce on a system that allows it all?
+    pub fn complete(&self) -> bool {
+        self.dedicated_uid
+            && self.network_namespace
+            && self.private_tmp
+            && self.read_only_host
+            && self.process_namespace
+    }
+
+    /// One line for logs and reports: what holds and what does not.
+    pub fn describe(&self) -> String {
+        let yes = |b: bool| if b { "yes" } else { "NO" };
+        format!(
+            "network isolated {}, host files read-only {}, private bounded /tmp {}, \
+             own PID namespace {}, own uid {}",
+            yes(self.network_namespace),
+            yes(self.read_only_host),
+            yes(self.private_tmp),
+            yes(self.process_namespace),
+            yes(self.dedicated_uid),
+        )
+    }
+}
+
+/// How a sandbox's supervisor can be put into namespaces of its own on this system.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Namespaces {
+    /// As root: `unshare --net --mount --pid --fork`.
+    Root,
+    /// Not root, but unprivileged user namespaces work: `unshare --user --map-root-user
+    /// --net --mount --pid --fork`.
+    User,
+    /// Neither: the sandbox runs in the host's namespaces.
+    None,
+}
+
+impl Namespaces {
+    /// Probes (once per process) what this system allows.
+    pub(crate) fn probe() -> Namespaces {
+        static PROBED: OnceLock<Namespaces> = OnceLock::new();
+        *PROBED.get_or_init(|| {
+            let works = |args: &[&str]| {
+                std::process::Command::new("unshare")
+                    .args(args)
+                    .arg("true")
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            };
+            let all = ["--net", "--mount", "--pid", "--fork", "--kill-child"];
+            if nix::unistd::geteuid().is_root() && works(&all) {
+                Namespaces::Root
+            } else if works(&[&["--user", "--map-root-user"][..], &all].concat()) {
+                Namespaces::User
+            } else {
+                Namespaces::None
+            }
         })
+    }
+
+    /// `unshare`'s arguments before the program (empty for `None`): the supervisor is the
+    /// first process of a PID namespace of its own (all the sandbox's processes die with
+    /// it, and with `unshare`, which the host kills).
+    pub(crate) fn unshare_args(self, network: bool) -> Vec<&'static str> {
+        let mut args = match self {
+            Namespaces::Root => vec![],
+            Namespaces::User => vec!["--user", "--map-root-user"],
+            Namespaces::None => return Vec::new(),
+        };
+        args.extend([
+            "--mount",
+            "--propagation",
+            "private",
+            "--pid",
+            "--fork",
+            "--kill-child",
+        ]);
+        if network {
+            args.push("--net");
+        }
+        args
     }
 }
 

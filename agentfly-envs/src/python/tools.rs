@@ -6,7 +6,8 @@
 //! its limits on count and size; every message is bounded in length; the cell's wall-clock
 //! limit counts the Python side's time (a tool's time is bounded by its own timeout).
 
-use super::{CellOutput, KernelError, PythonSandbox};
+use super::supervisor::KernelError;
+use super::{CellOutput, PythonSandbox};
 use agentfly_core::tool::{ToolBridge, ToolSpec};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -22,7 +23,7 @@ impl PythonSandbox {
     ) -> CellOutput {
         self.calls += 1;
         let start = Instant::now();
-        if self.kernel.is_none()
+        if self.supervisor.is_none()
             && let Err(e) = self.restart().await
         {
             return CellOutput {
@@ -34,9 +35,21 @@ impl PythonSandbox {
             .as_ref()
             .map(|b| b.tools().iter().map(|t| describe(t)).collect())
             .unwrap_or_default();
-        let request = json!({"op": "exec", "code": code, "tools": tools});
+        let request = json!({
+            "op": "exec",
+            "code": code,
+            "tools": tools,
+            // The kernel refuses calls past the bridge's limit without sending them.
+            "max_calls": bridge.as_ref().map(|b| b.limits().max_calls),
+        });
         let mut out = match self.exec(&request, &mut bridge).await {
-            Ok(v) => self.parse_cell(v),
+            Ok(v) => {
+                let refused = v["refused_calls"].as_u64().unwrap_or(0);
+                if let Some(bridge) = bridge.as_mut() {
+                    bridge.count_refused(usize::try_from(refused).unwrap_or(usize::MAX));
+                }
+                self.parse_cell(v)
+            }
             Err(why) => self.lost_call(why).await,
         };
         out.wall_seconds = start.elapsed().as_secs_f64();
@@ -64,7 +77,7 @@ impl PythonSandbox {
             })?;
             python_time += waited.elapsed();
             if message.get("op").and_then(Value::as_str) != Some("call") {
-                self.kernel()?.busy = false;
+                self.supervisor()?.busy = false;
                 return Ok(message);
             }
             let name = message.get("tool").and_then(Value::as_str).unwrap_or("");
