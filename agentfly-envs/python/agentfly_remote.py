@@ -38,14 +38,23 @@ used by one chain at a time.
 
 Over stdio the protocol owns the process's standard output: whatever the environment
 prints (and its subprocesses, a JVM for instance) goes to standard error instead.
+
+Over HTTP the server is bounded and private: instance ids are unguessable; a body over
+``--max-body`` bytes (1 MiB) is refused (413), one without a length too (411); a socket
+that sends nothing for ``--socket-timeout`` seconds (60) is closed; an instance nobody used
+for ``--idle-timeout`` seconds (900; 0: never) is closed, and a call on a closed or unknown
+instance answers 404; with ``AGENTFLY_REMOTE_TOKEN`` set (or ``--token-file``), every
+request must carry ``Authorization: Bearer <token>`` (401 otherwise).
 """
 
+import hmac
 import inspect
-import itertools
 import json
 import os
+import secrets
 import sys
 import threading
+import time
 import traceback
 
 PROTOCOL = 1
@@ -53,6 +62,10 @@ PROTOCOL = 1
 
 class ProtocolError(Exception):
     """A request the server cannot serve (unknown method or instance, bad params)."""
+
+
+class NoInstance(ProtocolError):
+    """The instance named is not (or no longer) there: closed, reaped, never made."""
 
 
 class Server:
@@ -63,7 +76,9 @@ class Server:
         self.name = name or getattr(factory, "__name__", "env")
         self.instances = {}
         self.done = {}
-        self.ids = itertools.count(1)
+        # When each instance was last used, and how many calls on it are running.
+        self.used = {}
+        self.busy = {}
         self.lock = threading.Lock()
 
     def handle(self, method, params):
@@ -72,15 +87,34 @@ class Server:
             raise ProtocolError("unknown method %r" % (method,))
         if not isinstance(params, dict):
             raise ProtocolError("params must be an object")
-        return handler(params)
+        key = params.get("instance")
+        with self.lock:
+            if key in self.busy:
+                self.busy[key] += 1
+        try:
+            return handler(params)
+        finally:
+            with self.lock:
+                if key in self.busy:
+                    self.busy[key] -= 1
+                    self.used[key] = time.monotonic()
 
     def instance(self, params):
         key = params.get("instance")
         with self.lock:
-            env = self.instances.get(key)
+            env = self.instances.get(key) if isinstance(key, str) else None
         if env is None:
-            raise ProtocolError("no instance %r" % (key,))
+            raise NoInstance("no instance %r (closed, reaped after idling, or never made)" % (key,))
         return key, env
+
+    def reap(self, idle_seconds):
+        """Closes the instances nobody has used for `idle_seconds` (not one mid-call)."""
+        now = time.monotonic()
+        with self.lock:
+            idle = [k for k, t in self.used.items()
+                    if now - t > idle_seconds and not self.busy.get(k)]
+        for key in idle:
+            self.m_close({"instance": key})
 
     def m_hello(self, params):
         return {"protocol": PROTOCOL, "name": self.name, "pid": os.getpid()}
@@ -88,10 +122,13 @@ class Server:
     def m_create(self, params):
         config = params.get("config") or {}
         env = self.factory(config)
-        key = "%s-%d" % (self.name, next(self.ids))
+        # Unguessable: only the client that made an instance can drive it.
+        key = "%s-%s" % (self.name, secrets.token_hex(16))
         with self.lock:
             self.instances[key] = env
             self.done[key] = False
+            self.used[key] = time.monotonic()
+            self.busy[key] = 0
         return {"instance": key}
 
     def m_reset(self, params):
@@ -161,8 +198,10 @@ class Server:
     def m_close(self, params):
         key = params.get("instance")
         with self.lock:
-            env = self.instances.pop(key, None)
+            env = self.instances.pop(key, None) if isinstance(key, str) else None
             self.done.pop(key, None)
+            self.used.pop(key, None)
+            self.busy.pop(key, None)
         if env is not None and callable(getattr(env, "close", None)):
             env.close()
         return {}
@@ -189,6 +228,8 @@ def answer(server, request):
             raise ProtocolError("a request must be a JSON object")
         result = server.handle(request.get("method"), request.get("params") or {})
         return {"id": rid, "result": result}, 200
+    except NoInstance as e:
+        return {"id": rid, "error": {"message": str(e), "code": "no_instance"}}, 404
     except ProtocolError as e:
         return {"id": rid, "error": {"message": str(e)}}, 400
     except Exception as e:  # the environment's own failure: reported, not fatal
@@ -218,16 +259,46 @@ def serve_stdio(server):
         out.flush()
 
 
-def serve_http(server, port, host="127.0.0.1"):
-    """Answers `POST /<method>` (and `GET /health`) on `host:port`, a thread per request."""
+def serve_http(server, port, host="127.0.0.1", max_body=1 << 20, socket_timeout=60.0,
+               idle_timeout=900.0, token=None):
+    """Answers `POST /<method>` (and `GET /health`) on `host:port`, a thread per request,
+    within the bounds the module's documentation lists."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    expected = ("Bearer " + token).encode() if token else None
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        timeout = socket_timeout  # applied to the socket: a silent client is cut off
+
+        def authorized(self):
+            if expected is None:
+                return True
+            given = (self.headers.get("Authorization") or "").encode()
+            if hmac.compare_digest(given, expected):
+                return True
+            self.reply({"error": {"message": "a valid `Authorization: Bearer` token is needed"}}, 401)
+            return False
 
         def do_POST(self):
-            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.headers.get("Content-Length")
+            if raw is None:
+                self.reply({"error": {"message": "a Content-Length is needed"}}, 411, close=True)
+                return
+            try:
+                length = int(raw)
+            except ValueError:
+                length = -1
+            if length < 0:
+                self.reply({"error": {"message": "a bad Content-Length"}}, 400, close=True)
+                return
+            if length > max_body:
+                self.reply({"error": {"message": "the body is over %d bytes" % max_body}}, 413,
+                           close=True)
+                return
             body = self.rfile.read(length) if length else b"{}"
+            if not self.authorized():
+                return
             try:
                 params = json.loads(body or b"{}")
             except ValueError as e:
@@ -237,16 +308,21 @@ def serve_http(server, port, host="127.0.0.1"):
             self.reply(response.get("result", {"error": response.get("error")}), status)
 
         def do_GET(self):
+            if not self.authorized():
+                return
             if self.path.strip("/") == "health":
                 self.reply(server.m_health({}), 200)
             else:
                 self.reply({"error": {"message": "POST /<method>"}}, 404)
 
-        def reply(self, value, status):
+        def reply(self, value, status, close=False):
             data = json.dumps(value).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            if close:
+                self.send_header("Connection", "close")
+                self.close_connection = True
             self.end_headers()
             self.wfile.write(data)
 
@@ -254,20 +330,47 @@ def serve_http(server, port, host="127.0.0.1"):
             pass
 
     httpd = ThreadingHTTPServer((host, port), Handler)
+    httpd.daemon_threads = True
+    if idle_timeout and idle_timeout > 0:
+        def reaper():
+            while True:
+                time.sleep(min(idle_timeout / 2, 30.0))
+                server.reap(idle_timeout)
+        threading.Thread(target=reaper, daemon=True).start()
+    if token is None and host not in ("127.0.0.1", "localhost", "::1"):
+        print("agentfly_remote: serving on %s without a token: anyone who reaches it can "
+              "drive its worlds (set AGENTFLY_REMOTE_TOKEN)" % host, file=sys.stderr, flush=True)
     # The port actually bound (0 asks the system for a free one), for whoever started us.
     print("agentfly_remote: serving %s on http://%s:%d" % (server.name, host, httpd.server_port), file=sys.stderr, flush=True)
     httpd.serve_forever()
 
 
+def option(args, name, default):
+    """The value after `name` on the command line, else `default`."""
+    return args[args.index(name) + 1] if name in args else default
+
+
 def serve(factory, http=None, host="127.0.0.1", name=None):
     """Serves instances of `factory` (called with the `create` call's config) over stdio,
     or over HTTP on port `http` when it is given (or when the command line says
-    `--http PORT`)."""
+    `--http PORT`; also `--host`, `--max-body`, `--socket-timeout`, `--idle-timeout`,
+    `--token-file`)."""
     args = sys.argv[1:]
     if http is None and "--http" in args:
         http = int(args[args.index("--http") + 1])
     server = Server(factory, name=name)
     if http is None:
         serve_stdio(server)
-    else:
-        serve_http(server, http, host)
+        return
+    token = os.environ.get("AGENTFLY_REMOTE_TOKEN")
+    token_file = option(args, "--token-file", None)
+    if token_file:
+        with open(token_file) as f:
+            token = f.read().strip()
+    serve_http(
+        server, http, option(args, "--host", host),
+        max_body=int(option(args, "--max-body", os.environ.get("AGENTFLY_REMOTE_MAX_BODY", 1 << 20))),
+        socket_timeout=float(option(args, "--socket-timeout", 60)),
+        idle_timeout=float(option(args, "--idle-timeout", 900)),
+        token=token or None,
+    )

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// How instances reach their server.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RemoteConfig {
     /// The server to start for each instance: program and arguments, e.g.
@@ -34,6 +34,27 @@ pub struct RemoteConfig {
     pub call_timeout: Duration,
     /// The largest answer read from a server, in bytes.
     pub max_message_bytes: u64,
+    /// The token an HTTP server requires (its `AGENTFLY_REMOTE_TOKEN`), sent as
+    /// `Authorization: Bearer …`; by default `$AGENTFLY_REMOTE_TOKEN` here. Never written
+    /// out with the configuration.
+    #[serde(skip_serializing)]
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for RemoteConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteConfig")
+            .field("command", &self.command)
+            .field("url", &self.url)
+            .field("config", &self.config)
+            .field("env", &self.env)
+            .field("cwd", &self.cwd)
+            .field("start_timeout", &self.start_timeout)
+            .field("call_timeout", &self.call_timeout)
+            .field("max_message_bytes", &self.max_message_bytes)
+            .field("token", &self.token.as_ref().map(|_| "(set)"))
+            .finish()
+    }
 }
 
 impl Default for RemoteConfig {
@@ -47,6 +68,7 @@ impl Default for RemoteConfig {
             start_timeout: Duration::from_secs(60),
             call_timeout: Duration::from_secs(30),
             max_message_bytes: 1 << 20,
+            token: None,
         }
     }
 }

@@ -13,6 +13,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
+/// How long a detached `close` may take.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How much of a server's standard error is kept for error messages.
 const STDERR_TAIL_BYTES: usize = 4096;
 
@@ -75,6 +78,17 @@ impl Link {
     pub(super) fn kill(&mut self) {
         if let Link::Stdio(link) = self {
             link.kill();
+        }
+    }
+
+    /// Over HTTP, asks the server to close `instance` without waiting for the answer (from
+    /// a thread of its own, so it works where no runtime runs: in `Drop`): a lost or
+    /// dropped instance must not live on in the server, its JVM with it.
+    pub(super) fn close_detached(&self, instance: &Value) {
+        if let Link::Http(link) = self {
+            let request = link.request("close", CLOSE_TIMEOUT);
+            let body = json!({"instance": instance}).to_string();
+            std::thread::spawn(move || drop(request.send(body.as_str())));
         }
     }
 
@@ -273,6 +287,7 @@ pub(super) struct HttpServer {
     base: String,
     agent: ureq::Agent,
     max_bytes: u64,
+    token: Option<String>,
 }
 
 impl HttpServer {
@@ -280,13 +295,39 @@ impl HttpServer {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_connect(Some(config.start_timeout))
+            // Below the server's socket timeout (60 s by default): a kept-alive connection
+            // the server has closed is not reused.
+            .max_idle_age(Duration::from_secs(30))
             .build()
             .into();
         HttpServer {
             base: url.trim_end_matches('/').to_string(),
             agent,
             max_bytes: config.max_message_bytes,
+            token: config
+                .token
+                .clone()
+                .or_else(|| std::env::var("AGENTFLY_REMOTE_TOKEN").ok()),
         }
+    }
+
+    /// A `POST {base}/{method}` with the token, bounded by `timeout`.
+    fn request(
+        &self,
+        method: &str,
+        timeout: Duration,
+    ) -> ureq::RequestBuilder<ureq::typestate::WithBody> {
+        let mut request = self
+            .agent
+            .post(format!("{}/{method}", self.base))
+            .config()
+            .timeout_global(Some(timeout))
+            .build()
+            .header("Content-Type", "application/json");
+        if let Some(token) = &self.token {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        request
     }
 
     async fn call(
@@ -295,18 +336,11 @@ impl HttpServer {
         params: Value,
         timeout: Duration,
     ) -> Result<Value, RemoteError> {
-        let url = format!("{}/{method}", self.base);
-        let agent = self.agent.clone();
         let limit = self.max_bytes;
         let body = params.to_string();
+        let request = self.request(method, timeout);
         let request = tokio::task::spawn_blocking(move || {
-            let mut response = agent
-                .post(&url)
-                .config()
-                .timeout_global(Some(timeout))
-                .build()
-                .header("Content-Type", "application/json")
-                .send(body.as_str())?;
+            let mut response = request.send(body.as_str())?;
             let status = response.status().as_u16();
             let text = response
                 .body_mut()
@@ -328,8 +362,19 @@ impl HttpServer {
         };
         let body = lines::parse(text.as_bytes())
             .map_err(|e| RemoteError::Lost(format!("the server's answer is not JSON ({e})")))?;
+        let message = || body["error"]["message"].as_str().unwrap_or("").to_string();
         if status == 200 {
             Ok(body)
+        } else if status == 404 && body["error"]["code"] == "no_instance" {
+            // Closed, or reaped by the server after idling: gone for good.
+            Err(RemoteError::Lost(format!("{}: {}", self.base, message())))
+        } else if status == 401 {
+            Err(RemoteError::Lost(format!(
+                "{}: HTTP 401: {} (set the token: `token` in the configuration or \
+                 AGENTFLY_REMOTE_TOKEN)",
+                self.base,
+                message()
+            )))
         } else {
             result_of(
                 method,

@@ -94,6 +94,8 @@ pub struct RemoteEnv {
     lost: Option<String>,
     /// Returned to its pool: the next step resets first.
     stale: bool,
+    /// Closed on the server (or asked to be).
+    closed: bool,
 }
 
 impl RemoteEnv {
@@ -122,6 +124,7 @@ impl RemoteEnv {
             episode: Episode::default(),
             lost: None,
             stale: true,
+            closed: false,
         })
     }
 
@@ -133,6 +136,11 @@ impl RemoteEnv {
     /// What the server said about itself (`hello`: protocol version, name, pid).
     pub fn server(&self) -> &Value {
         &self.server
+    }
+
+    /// The instance's id on its server.
+    pub fn instance(&self) -> &Value {
+        &self.instance
     }
 
     /// The child server's process id (stdio servers only).
@@ -220,17 +228,29 @@ impl RemoteEnv {
         result
     }
 
-    /// Marks the instance lost and kills a child server.
+    /// Marks the instance lost and kills a child server, or has an HTTP server close it.
     fn lose(&mut self, why: String) {
+        self.close_detached();
         if let Some(link) = &mut self.link {
             link.kill();
         }
         self.lost = Some(why);
     }
+
+    /// Has an HTTP server close the instance (once), without waiting.
+    fn close_detached(&mut self) {
+        if let Some(link) = &self.link
+            && !self.closed
+        {
+            link.close_detached(&self.instance);
+            self.closed = true;
+        }
+    }
 }
 
 impl Drop for RemoteEnv {
     fn drop(&mut self) {
+        self.close_detached();
         if let Some(link) = &mut self.link {
             link.kill();
         }
@@ -275,10 +295,18 @@ impl Env for RemoteEnv {
             .map_err(env_error)
     }
 
+    /// Closes the instance on its server — a lost one too (its server may still hold it,
+    /// a JVM with it) — and stops a child server.
     async fn close(mut self) {
         let timeout = Duration::from_secs(5).min(self.config.call_timeout);
         let instance = json!({"instance": self.instance});
-        let _ = self.call("close", instance, timeout).await;
+        if !self.closed
+            && let Some(link) = &mut self.link
+            && (self.lost.is_none() || matches!(link, Link::Http(_)))
+        {
+            let _ = link.call("close", instance, timeout).await;
+            self.closed = true;
+        }
         if let Some(link) = &mut self.link {
             link.kill();
         }
