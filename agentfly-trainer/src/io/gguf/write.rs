@@ -136,6 +136,6 @@ impl GgufFile {
         file.as_file().set_permissions(public).map_err(io)?;
         file.as_file().sync_all().map_err(io)?;
         file.persist(path).map_err(|e| io(e.error))?;
-        Ok(())
+        crate::run::checkpoint::sync_dir(path.parent().unwrap_or(Path::new("."))).map_err(io)
     }
 }
