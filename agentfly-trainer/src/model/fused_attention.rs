@@ -246,7 +246,12 @@ pub(super) unsafe fn weigh(
     } else {
         (rows, seen)
     };
-    debug_assert!(dst.len() >= n * d && p.len() >= rows * seen && m.len() >= inner * d);
+    // Checked always: the product below reads and writes through raw pointers, and the
+    // check costs nothing next to it.
+    assert!(
+        dst.len() >= n * d && p.len() >= rows * seen && m.len() >= inner * d,
+        "weigh: slices shorter than the product's {rows}×{seen}, {inner}×{d} operands"
+    );
     let p = if transpose {
         transposed(p.as_ptr(), seen)
     } else {
@@ -395,6 +400,11 @@ impl Operands {
                     let block_lse = Lse::Known(&lse[pair * len + start..pair * len + start + rows]);
                     let seen = self.probabilities(pair, start, rows, &mut probs, block_lse);
                     let (gb, qb) = (&g[start * d..], &q[start * d..]);
+                    // The one product called on raw pointers directly: its operands checked.
+                    assert!(
+                        dprobs.len() >= rows * seen && gb.len() >= rows * d && v.len() >= seen * d,
+                        "dP = dO · Vᵀ: slices shorter than {rows}×{seen}×{d}"
+                    );
                     // SAFETY (every product): the blocks' `rows` rows, the `seen` keys and
                     // values and the `rows × seen` buffers lie in their buffers; the
                     // destinations are this task's own.

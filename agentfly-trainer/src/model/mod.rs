@@ -9,6 +9,7 @@ pub mod decode_attention;
 mod decoder;
 mod fused_attention;
 mod fused_qkv;
+pub mod hardware;
 mod lora;
 pub mod matmul;
 mod packed;

@@ -328,7 +328,7 @@ fn tile(t: Tile<'_>, mut out: Strided<'_>, fast: bool) {
     assert!(from < to && to <= k);
     assert_eq!(out.rows, rows);
     #[cfg(target_arch = "x86_64")]
-    if fast && std::arch::is_x86_feature_detected!("avx512f") {
+    if fast && super::hardware::avx512() {
         // SAFETY: the CPU has AVX-512F; the lengths were checked above.
         unsafe { tile_avx512(t, out) };
         return;
@@ -495,7 +495,9 @@ pub(super) mod tests {
                 if fast_kernel_available() {
                     kernels.push(true);
                 } else {
-                    eprintln!("no AVX-512 here: only the portable kernel is checked");
+                    eprintln!(
+                        "packed products: NOT RUN HERE: AVX-512 (the portable kernel is checked)"
+                    );
                 }
                 for fast in kernels {
                     let got = packed.matmul_with(&x, m, fast);

@@ -134,7 +134,7 @@ impl Backward<Flex, 1> for SwigluBackward {
 /// it.
 fn gate(row: &[f32], out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
+    if super::hardware::avx512() {
         // SAFETY: the CPU has AVX-512F.
         return unsafe { gate_avx512(row, out) };
     }
@@ -162,7 +162,7 @@ fn gate_any(row: &[f32], out: &mut [f32]) {
 /// One row's gradient: `d gate = dy · up · σ(g) (1 + g (1 − σ(g)))`, `d up = dy · silu(g)`.
 fn gate_backward(row: &[f32], dy: &[f32], drow: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
+    if super::hardware::avx512() {
         // SAFETY: the CPU has AVX-512F.
         return unsafe { gate_backward_avx512(row, dy, drow) };
     }
@@ -204,6 +204,10 @@ mod tests {
 
     #[test]
     fn output_and_gradient_equal_burns_operations() {
+        crate::model::hardware::on_every_path("SwiGLU", equal_burns_operations);
+    }
+
+    fn equal_burns_operations() {
         let device = Device::flex().autodiff();
         // Rows that do not fill the last task; gates far out on both sides of zero.
         let both = (Tensor::<3>::random([3, 7, 2 * 45], Distribution::Normal(0.0, 1.0), &device)

@@ -239,3 +239,17 @@ impl WindowAttention for Flex {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::weigh;
+
+    #[test]
+    #[should_panic(expected = "weigh: slices shorter")]
+    fn a_product_over_slices_too_short_stops_instead_of_reading_past_them() {
+        let (mut dst, p, m) = (vec![0f32; 4], vec![0f32; 4], vec![0f32; 3]);
+        // 2×2 probabilities times a 2×2 matrix, but `m` holds 3 numbers.
+        // SAFETY: the point of the test is that `weigh` checks its slices itself.
+        unsafe { weigh(2, 2, 2, false, &mut dst, &p, &m, 1.0) };
+    }
+}

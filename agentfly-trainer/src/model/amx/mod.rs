@@ -337,7 +337,7 @@ pub(super) mod tests {
             std::env::var("AGENTFLY_REQUIRE_AMX").as_deref() != Ok("1"),
             "AGENTFLY_REQUIRE_AMX=1 but this CPU or OS has no AMX"
         );
-        eprintln!("SKIPPED: this CPU or OS has no AMX; {what}");
+        eprintln!("NOT RUN HERE: AMX (this CPU or OS has none); {what}");
         false
     }
 
