@@ -1,6 +1,7 @@
 //! A corpus of malformed input — datasets, configurations, model files, tool calls and task
 //! options — run through the `agentfly` binary as a user would. Every case must end with a
-//! non-zero exit and a one-line reason that names what is wrong; none may panic or abort.
+//! non-zero exit and a one-line reason that names what is wrong; none may panic or abort,
+//! and every file a case brings is still there, unchanged, afterwards.
 
 use agentfly_testdata::{fixture, gguf_header};
 use std::path::{Path, PathBuf};
@@ -225,6 +226,70 @@ fn cases() -> Vec<Case> {
             args: args(&["call", "calc", "{}"]),
             says: &["calc", "calculator"],
         },
+        // Tools that cannot work at all stop the run at its start, with the reason; the
+        // tools' files resolve against the configuration, not the working directory.
+        Case {
+            name: "an evaluation with search and no encyclopedia named",
+            files: vec![
+                samples.clone(),
+                train(|t| {
+                    t.replace(
+                        "\"calculator\", \"submit_answer\"",
+                        "\"search\", \"retrieve\"",
+                    )
+                }),
+            ],
+            args: args(&["eval", "--config", "run.toml", "--data", "train.jsonl"]),
+            says: &["search and retrieve", "resources", "wiki_corpus"],
+        },
+        Case {
+            name: "an evaluation whose encyclopedia is missing",
+            files: vec![
+                samples.clone(),
+                train(|t| {
+                    t.replace("\"calculator\", \"submit_answer\"", "\"search\"")
+                        .replace(
+                            "reward =",
+                            "resources = { wiki_corpus = \"corpus/wiki.json\" }\nreward =",
+                        )
+                }),
+            ],
+            args: args(&["eval", "--config", "run.toml", "--data", "train.jsonl"]),
+            says: &[
+                "search cannot work",
+                "corpus/wiki.json is missing",
+                "fetch-corpus",
+            ],
+        },
+        Case {
+            name: "training with a world's tools and no world",
+            files: vec![
+                samples.clone(),
+                train(|t| t.replace("\"calculator\", \"submit_answer\"", "\"act\"")),
+            ],
+            args: args(&["train", "--config", "run.toml"]),
+            says: &["act", "world", "agentfly textworld"],
+        },
+        // --restart on a directory that is not a run of the job: refused, nothing removed
+        // (the test checks every file of a case is still there afterwards).
+        Case {
+            name: "restart of a user's directory",
+            files: vec![
+                ("mine/notes.txt", b"my notes".to_vec()),
+                ("mine/deep/data.csv", b"1,2,3".to_vec()),
+                ("model.gguf", gguf_header(1, &[4])),
+            ],
+            args: args(&[
+                "calculator",
+                "--smoke",
+                "--restart",
+                "--out",
+                "mine",
+                "--model",
+                "model.gguf",
+            ]),
+            says: &["mine", "not a run's", "nothing was removed"],
+        },
     ]
 }
 
@@ -236,6 +301,7 @@ fn run(dir: &Path, case: &Case) -> (Option<i32>, String, String) {
     }
     let out = Command::new(env!("CARGO_BIN_EXE_agentfly"))
         .current_dir(dir)
+        .env_remove("AGENTFLY_WIKI_CORPUS")
         .args(&case.args)
         .output()
         .unwrap();
@@ -253,7 +319,12 @@ fn malformed_input_fails_with_a_one_line_reason_and_never_panics() {
         let dir = tempfile::tempdir().unwrap();
         let (code, stdout, stderr) = run(dir.path(), &case);
         let reason = stderr.trim();
-        let problem = if code.is_none() {
+        let lost = case.files.iter().find(|(name, bytes)| {
+            std::fs::read(dir.path().join(name)).ok().as_ref() != Some(bytes)
+        });
+        let problem = if let Some((name, _)) = lost {
+            Some(format!("lost or changed its input file {name}"))
+        } else if code.is_none() {
             Some("was killed by a signal (an abort?)".to_string())
         } else if code == Some(0) {
             Some(format!("exited 0 (stdout: {stdout})"))
@@ -276,4 +347,73 @@ fn malformed_input_fails_with_a_one_line_reason_and_never_panics() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Samples the reward cannot score (no `answer`): an evaluation refuses to report an
+/// accuracy, naming the sample and the reason; a rollout, which reports what happened,
+/// names the reason in its summary.
+#[test]
+fn samples_the_reward_cannot_score_are_named_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = agentfly_testdata::smollm2_gguf();
+    std::fs::write(
+        dir.path().join("bare.jsonl"),
+        "{\"id\": \"q1\", \"question\": \"What is 2 + 2?\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("run.toml"),
+        format!(
+            "[model]\npath = \"{}\"\n[data]\ntrain = \"bare.jsonl\"\n[agent]\n\
+             tools = [\"calculator\"]\nreward = \"exact_numeric\"\n[chain]\nmax_turns = 1\n\
+             max_tokens_per_turn = 8\n[output]\ndir = \"out\"\n",
+            model.display()
+        ),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_agentfly"))
+            .current_dir(dir.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["eval", "--config", "run.toml", "--data", "bare.jsonl"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let reason = stderr.trim().lines().last().unwrap_or("");
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        reason.contains("1 of 1 chains failed")
+            && reason.contains("sample q1")
+            && reason.contains("no field `answer`"),
+        "{stderr}"
+    );
+    let model = model.display().to_string();
+    let out = run(&[
+        "rollout",
+        "--model",
+        &model,
+        "--data",
+        "bare.jsonl",
+        "--tools",
+        "calculator",
+        "--reward",
+        "exact_numeric",
+        "--max-turns",
+        "1",
+        "--max-tokens-per-turn",
+        "8",
+        "--out",
+        "t.jsonl",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("first reward error: sample q1:") && stdout.contains("no field `answer`"),
+        "{stdout}"
+    );
 }

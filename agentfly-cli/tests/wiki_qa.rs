@@ -99,7 +99,14 @@ fn smoke_pipeline_runs_both_formats_and_compares_them() {
             report.contains("search, retrieve, submit_answer"),
             "{report}"
         );
+        // The code format runs model-written code: the report says what the sandbox held.
+        assert_eq!(
+            report.contains("Model-written code ran in the Python sandbox"),
+            format == "code",
+            "{report}"
+        );
     }
+    assert!(stderr.contains("sandbox: network isolated "), "{stderr}");
     // The closed book has no call format: the code format took Hermes's evaluation.
     assert_eq!(
         json(&out.join("code/evals/no_tools.json")),

@@ -36,6 +36,16 @@ pub enum JobError {
         /// `key: old → new` for each setting that differs.
         differences: String,
     },
+    /// `--restart` named a directory that is not a run of this job.
+    #[error(
+        "{dir}: --restart empties only a run directory of this job, and {why}: nothing was removed; pass --out DIR for a new run"
+    )]
+    NotARun {
+        /// The directory.
+        dir: PathBuf,
+        /// Why it is not one.
+        why: String,
+    },
     /// The data splits share a question, which would make held-out results meaningless.
     #[error(
         "{dir}: the splits overlap: {overlap}; held-out results would be meaningless (delete the data directory to regenerate it)"

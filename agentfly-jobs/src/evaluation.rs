@@ -27,12 +27,13 @@ pub fn evaluate(
 /// The line a job prints for an evaluation of the test split.
 pub fn summary_line(key: &str, report: &EvalReport) -> String {
     format!(
-        "    {key}: {}/{} correct = {:.3} (95% CI {:.3}-{:.3}), tool calls in {:.0}% of answers",
+        "    {key}: {}/{} correct = {:.3} (95% CI {:.3}-{:.3}), {} failed, tool calls in {:.0}% of answers",
         report.correct,
         report.samples,
         report.accuracy,
         report.interval.0,
         report.interval.1,
+        report.failures(),
         report.tool_call_rate * 100.0
     )
 }

@@ -18,12 +18,20 @@ pub struct RunDir {
 impl RunDir {
     /// Opens `dir` (created when absent; emptied first when `restart`) for a run with
     /// `settings`. The first run records them; a later run must bring the same ones, or it is
-    /// refused with the settings that differ.
+    /// refused with the settings that differ. Only an empty directory or a run of the same
+    /// job (its `settings.json` names the same task) is ever emptied; anything else is
+    /// refused, and nothing is removed.
     pub fn open<S>(dir: &Path, settings: &S, restart: bool) -> Result<Self, JobError>
     where
         S: Serialize + DeserializeOwned + PartialEq,
     {
         if restart && dir.exists() {
+            if let Err(why) = restartable(dir, settings) {
+                return Err(JobError::NotARun {
+                    dir: dir.to_path_buf(),
+                    why,
+                });
+            }
             std::fs::remove_dir_all(dir).map_err(JobError::io(dir))?;
         }
         std::fs::create_dir_all(dir).map_err(JobError::io(dir))?;
@@ -141,6 +149,43 @@ pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, JobError> 
         .collect()
 }
 
+/// Whether `dir` may be emptied for a run with `settings`: it is an empty directory, or
+/// its `settings.json` is a run's (a JSON object) of the same job (the same `task`, absent
+/// for the calculator). Else why not.
+fn restartable(dir: &Path, settings: &impl Serialize) -> Result<(), String> {
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
+    if !meta.is_dir() {
+        return Err("it is not a directory".into());
+    }
+    let mut entries = std::fs::read_dir(dir).map_err(|e| e.to_string())?;
+    if entries.next().is_none() {
+        return Ok(());
+    }
+    let path = dir.join("settings.json");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err("it holds files but no settings.json, so it is not a run's".into());
+        }
+        Err(e) => return Err(format!("its settings.json cannot be read: {e}")),
+    };
+    let Ok(serde_json::Value::Object(earlier)) = serde_json::from_str(&text) else {
+        return Err("its settings.json is not a run's settings".into());
+    };
+    let task = |v: &serde_json::Map<String, serde_json::Value>| v.get("task").cloned();
+    let ours = match serde_json::to_value(settings) {
+        Ok(serde_json::Value::Object(ours)) => ours,
+        _ => return Err("the settings cannot be compared".into()),
+    };
+    if task(&earlier) != task(&ours) {
+        return Err(format!(
+            "it is a run of another job ({})",
+            task(&earlier).map_or("calculator".to_string(), |t| t.to_string())
+        ));
+    }
+    Ok(())
+}
+
 /// `key: old → new` for each setting that differs.
 fn differences(a: &impl Serialize, b: &impl Serialize) -> Vec<String> {
     let (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(b))) =
@@ -187,6 +232,44 @@ mod tests {
         // --restart starts over with the new settings.
         RunDir::open(&dir, &settings("rloo"), true).unwrap();
         RunDir::open(&dir, &settings("rloo"), false).unwrap();
+    }
+
+    #[test]
+    fn restart_empties_only_a_run_of_the_same_job() {
+        let tmp = tempfile::tempdir().unwrap();
+        // A user's directory: refused, every file kept.
+        let mine = tmp.path().join("mine");
+        std::fs::create_dir_all(mine.join("sub")).unwrap();
+        std::fs::write(mine.join("notes.txt"), "mine").unwrap();
+        std::fs::write(mine.join("sub/more.txt"), "mine").unwrap();
+        let err = RunDir::open(&mine, &settings("grpo"), true).unwrap_err();
+        assert!(
+            err.to_string().contains("no settings.json")
+                && err.to_string().contains("nothing was removed"),
+            "{err}"
+        );
+        assert!(mine.join("notes.txt").exists() && mine.join("sub/more.txt").exists());
+        // A settings.json that is not a run's, or another job's run: refused too.
+        std::fs::write(mine.join("settings.json"), "[1, 2]").unwrap();
+        assert!(RunDir::open(&mine, &settings("grpo"), true).is_err());
+        std::fs::write(mine.join("settings.json"), r#"{"task": "textworld"}"#).unwrap();
+        let err = RunDir::open(&mine, &settings("grpo"), true).unwrap_err();
+        assert!(err.to_string().contains("another job"), "{err}");
+        assert!(mine.join("notes.txt").exists());
+        // A file named as the directory: refused.
+        let file = tmp.path().join("file");
+        std::fs::write(&file, "x").unwrap();
+        assert!(RunDir::open(&file, &settings("grpo"), true).is_err());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
+        // An empty directory, or a run of this job: emptied.
+        let empty = tmp.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        RunDir::open(&empty, &settings("grpo"), true).unwrap();
+        let run = tmp.path().join("run");
+        RunDir::open(&run, &settings("grpo"), false).unwrap();
+        std::fs::write(run.join("stage.json"), "1").unwrap();
+        RunDir::open(&run, &settings("rloo"), true).unwrap();
+        assert!(!run.join("stage.json").exists());
     }
 
     #[test]

@@ -17,6 +17,10 @@
 //! | [`world_success`](world::world_success) | 1 when the text world says the task was achieved; its own score, summed rewards and steps as metrics |
 //! | [`world_score`](world::world_score) | the text world's own score (the share of the task done); success beside it as `correct` |
 //!
+//! [`prepare`] makes a run's tools ready before its first chain, or stops the run with the
+//! reason one cannot work at all. [`sandbox`] says what a run that executes model-written code can count on, and refuses
+//! to train without network isolation unless allowed.
+//!
 //! [`tasks::arithmetic`] generates the calculator agent's problems (disjoint splits from a
 //! seed) and its warm-start demonstrations.
 //!
@@ -26,7 +30,9 @@
 
 pub mod calculator;
 pub mod code;
+pub mod prepare;
 pub mod rewards;
+pub mod sandbox;
 pub mod submit;
 pub mod tasks;
 pub mod wiki;

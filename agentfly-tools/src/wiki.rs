@@ -9,6 +9,9 @@ use agentfly_envs::wiki::{Article, DEFAULT_CORPUS, WikiError, WikiIndex};
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
+/// The name of the encyclopedia's file among a run's resources (`[agent] resources`).
+pub const CORPUS_RESOURCE: &str = "wiki_corpus";
+
 /// The most results one search gives.
 pub const MAX_RESULTS: usize = 10;
 

@@ -442,3 +442,140 @@ fn servers_a_killed_trainer_left_running_are_stopped_when_its_run_starts_again()
         "stopping the servers removes their pid file"
     );
 }
+
+/// ReAct samples: one worked example in ReAct's form, then the question.
+fn react_samples() -> Vec<Sample> {
+    use serde_json::json;
+    let shot = [
+        json!({"role": "user", "content": "What is 17 * 3?"}),
+        json!({"role": "assistant", "content": "Thought: I multiply.\nAction: calculator\nAction Input: {\"expression\": \"17 * 3\"}\nObservation:"}),
+        json!({"role": "user", "content": "51"}),
+        json!({"role": "assistant", "content": "Thought: I know it.\nAction: submit_answer\nAction Input: {\"answer\": \"51\"}\nObservation:"}),
+        json!({"role": "user", "content": "Answer submitted: 51"}),
+    ];
+    [
+        ("a", "What is 123 * 45?", 5535),
+        ("b", "What is 987 + 654?", 1641),
+    ]
+    .iter()
+    .map(|&(id, question, answer)| {
+        let mut messages = shot.to_vec();
+        messages.push(json!({"role": "user", "content": question}));
+        Sample::new(id, json!({"messages": messages, "answer": answer}))
+    })
+    .collect()
+}
+
+#[test]
+#[ignore = "needs llama-server: scripts/build-llama-server, then --ignored (scripts/test does)"]
+fn react_turns_through_llama_server_end_at_their_stop_string() {
+    use agentfly_core::rollout::{
+        ChainConfig, ChainEnd, ChainSetup, GenerateRequest, GenerationEnd, Rollout, format::ReAct,
+    };
+    let device = common::device();
+    let template = common::smollm2_gguf();
+    let model = Pretrained::load(&template, &device).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let gguf = dir.path().join("policy.f32.gguf");
+    model.save_gguf(&template, GgufDtype::F32, &gguf).unwrap();
+    let server = LlamaServers::start(
+        &LlamaServerConfig {
+            binary: Some(llama_server()),
+            parallel: 2,
+            context: 2048,
+            threads: 2,
+            ..LlamaServerConfig::default()
+        },
+        &gguf,
+        dir.path(),
+    )
+    .unwrap();
+    let policy = ServerPolicy::new(ServerConfig {
+        urls: server.urls().to_vec(),
+        ..ServerConfig::default()
+    })
+    .unwrap();
+    let (tokenizer, chat, eos) = model.chat_parts().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let generate = |stop_strings: Vec<String>| {
+        let context = tokenizer
+            .encode("Count from one to thirty in words: one, two, three,", false)
+            .unwrap();
+        runtime
+            .block_on(policy.generate(GenerateRequest {
+                context,
+                max_new_tokens: 40,
+                stop_ids: eos.clone(),
+                stop_strings,
+                temperature: 0.0,
+                top_p: 1.0,
+                top_k: 0,
+                seed: 0,
+            }))
+            .unwrap()
+    };
+    // Greedy without a stop string, then with one taken from the middle of that text: the
+    // generation ends before the stop string's tokens, every kept token with its
+    // probability, and is the greedy generation's beginning.
+    let whole = generate(Vec::new());
+    let text = tokenizer.decode(&whole.ids, false).unwrap();
+    let half = tokenizer
+        .decode(&whole.ids[..whole.ids.len() / 2], false)
+        .unwrap();
+    let stop: String = text[half.len()..].chars().take(6).collect();
+    assert!(!half.contains(&stop) && stop.trim().len() >= 3, "{text:?}");
+    let cut = generate(vec![stop.clone()]);
+    assert_eq!(cut.end, GenerationEnd::Stop);
+    assert_eq!(cut.ids.len(), cut.logprobs.len());
+    assert!(
+        !cut.ids.is_empty() && cut.ids.len() < whole.ids.len(),
+        "{cut:?}"
+    );
+    assert_eq!(cut.ids, whole.ids[..cut.ids.len()], "{stop:?}");
+    let kept = tokenizer.decode(&cut.ids, false).unwrap();
+    assert!(!kept.contains(&stop) && text.starts_with(&kept), "{kept:?}");
+
+    // ReAct chains through the server: their turns stop at `Observation:` and go on.
+    let toolbox = agentfly_core::Toolbox::from_names(&["calculator", "submit_answer"]).unwrap();
+    let rewards = agentfly_core::Rewards::from_names(&["exact_numeric"]).unwrap();
+    let config = ChainConfig {
+        max_turns: 3,
+        max_tokens_per_turn: 48,
+        system_prompt: "Solve arithmetic with tools, in the form Thought / Action / Action \
+                        Input, then wait for the Observation."
+            .into(),
+        temperature: 0.0,
+        ..ChainConfig::default()
+    };
+    let rollout = Rollout {
+        setup: ChainSetup {
+            policy: &policy,
+            toolbox: &toolbox,
+            format: &ReAct,
+            template: &chat,
+            tokenizer: &tokenizer,
+            end_of_turn: &eos,
+            rewards: Some((&rewards, "exact_numeric")),
+            config: &config,
+        },
+        pools: agentfly_core::env::EnvPools::new(agentfly_core::env::PoolConfig::default()),
+        chains: 1,
+        concurrency: 2,
+        seed: 0,
+    };
+    let out = runtime.block_on(rollout.run(&react_samples(), |_| {}));
+    let mut calls = 0;
+    for t in &out.trajectories {
+        assert_ne!(
+            t.finish_reason,
+            ChainEnd::Error,
+            "sample {}: {:?}",
+            t.sample_id,
+            t.error
+        );
+        calls += t.calls().count();
+    }
+    assert!(calls > 0, "{:#?}", out.summary);
+    assert_eq!(policy.stats().failures, 0);
+    drop(server);
+}

@@ -22,6 +22,18 @@ pub struct Args {
 /// Prints the observation; exits 1 when it is an error observation.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let toolbox = Toolbox::all()?;
+    if let Some(spec) = toolbox.get(&args.tool) {
+        let one = Toolbox::from_specs(vec![spec]);
+        agentfly_tools::sandbox::check(&one, agentfly_tools::sandbox::Purpose::Evaluate, true)
+            .map_err(anyhow::Error::msg)?;
+        let needs = agentfly_tools::prepare::Needs {
+            resources: None,
+            default_corpus: Some(agentfly_envs::wiki::DEFAULT_CORPUS.into()),
+            // A world tool called alone gets the default world's config: its own error.
+            world: true,
+        };
+        agentfly_tools::prepare::prepare(&one, &needs).map_err(anyhow::Error::msg)?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

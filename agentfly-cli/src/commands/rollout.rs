@@ -159,6 +159,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let format = format_by_name(&args.format)
         .with_context(|| format!("unknown --format `{}` (hermes, react or code)", args.format))?;
     let toolbox = Toolbox::from_names(&args.tools)?;
+    let isolation =
+        agentfly_tools::sandbox::check(&toolbox, agentfly_tools::sandbox::Purpose::Evaluate, true)
+            .map_err(anyhow::Error::msg)?;
+    let world = remote_config(&args)?;
+    let needs = agentfly_tools::prepare::Needs {
+        resources: None,
+        default_corpus: Some(agentfly_envs::wiki::DEFAULT_CORPUS.into()),
+        world: world.is_some(),
+    };
+    agentfly_tools::prepare::prepare(&toolbox, &needs).map_err(anyhow::Error::msg)?;
     let rewards = match &args.reward {
         Some(name) => Some(Rewards::from_names(std::slice::from_ref(name))?),
         None => None,
@@ -214,7 +224,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ..PoolConfig::default()
     };
     let pools = EnvPools::new(pool.clone());
-    if let Some(remote) = remote_config(&args)? {
+    if let Some(remote) = world {
         pools.insert(EnvPool::<RemoteEnv>::new(remote, pool));
     }
     let rollout = Rollout {
@@ -275,6 +285,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let mut summary = serde_json::to_value(&output.summary)?;
         summary["engine"] = serde_json::to_value(&stats)?;
         summary["server"] = serde_json::to_value(&server_stats)?;
+        summary["sandbox_isolation"] = serde_json::to_value(isolation)?;
         summary["env_pools"] = pool_metrics
             .iter()
             .map(|(name, m)| Ok((name.to_string(), serde_json::to_value(m)?)))
@@ -333,7 +344,9 @@ fn write_trajectories(
         }
         out.flush()?;
     }
+    file.as_file().sync_all()?;
     file.persist(path)
         .with_context(|| format!("writing {}", path.display()))?;
+    agentfly_trainer::run::checkpoint::sync_dir(dir)?;
     Ok(())
 }

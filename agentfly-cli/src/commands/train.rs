@@ -1,6 +1,9 @@
 //! `agentfly train --config FILE.toml` and `agentfly eval --config FILE.toml --checkpoint DIR`.
 
+use agentfly_core::Toolbox;
 use agentfly_core::data::read_jsonl;
+use agentfly_tools::prepare::{Needs, prepare};
+use agentfly_tools::sandbox::{self, Purpose};
 use agentfly_trainer::run::{EvalReport, Trainer, TrainerConfig};
 use anyhow::{Context, bail};
 use std::path::PathBuf;
@@ -15,11 +18,37 @@ pub struct TrainArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
+    /// Train with code tools even where the sandbox cannot isolate the network.
+    #[arg(long)]
+    allow_network: bool,
+}
+
+/// Makes `config`'s tools ready or says why one cannot work; says what the sandbox
+/// enforces when they run code, and refuses `Train` without network isolation unless
+/// allowed.
+fn prepare_tools(
+    config: &TrainerConfig,
+    purpose: Purpose,
+    allow_network: bool,
+) -> anyhow::Result<()> {
+    let toolbox = Toolbox::from_names(&config.agent.tools)?;
+    // The tools' files come from the configuration (resolved against its directory),
+    // never from where the command was started.
+    let needs = Needs {
+        resources: Some(&config.agent.resources),
+        default_corpus: None,
+        world: false,
+    };
+    prepare(&toolbox, &needs).map_err(anyhow::Error::msg)?;
+    sandbox::check(&toolbox, purpose, allow_network).map_err(anyhow::Error::msg)?;
+    Ok(())
 }
 
 /// Trains (resuming from the run's latest checkpoint when there is one).
 pub fn train(args: TrainArgs) -> anyhow::Result<ExitCode> {
-    let mut trainer = Trainer::from_config_file(&args.config)?;
+    let config = TrainerConfig::load(&args.config)?;
+    prepare_tools(&config, Purpose::Train, args.allow_network)?;
+    let mut trainer = Trainer::new(config)?;
     if trainer.step() > 0 {
         eprintln!(
             "resuming from step {} in {}",
@@ -85,6 +114,7 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
             args.config.display()
         ),
     };
+    prepare_tools(&config, Purpose::Evaluate, true)?;
     let trainer = Trainer::with_model(config, &model)?;
     let mut samples = read_jsonl(&data)?;
     if let Some(n) = args.limit {
@@ -116,6 +146,13 @@ fn print_report(r: &EvalReport, json: bool) -> anyhow::Result<()> {
             "accuracy       {}/{} = {:.3} (95% CI {:.3}–{:.3})",
             r.correct, r.samples, r.accuracy, r.interval.0, r.interval.1
         );
+        if r.failed > 0 {
+            println!(
+                "failed         {} (not scored as answers; the first: {})",
+                r.failed,
+                r.first_failure.as_deref().unwrap_or("-")
+            );
+        }
         println!("reward mean    {:.4}", r.reward_mean);
         println!("tool-call rate {:.3}", r.tool_call_rate);
         println!("parse errors   {:.3} per trajectory", r.parse_error_rate);

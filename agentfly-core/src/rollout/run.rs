@@ -114,6 +114,21 @@ pub struct RolloutSummary {
     pub generate_seconds: f64,
     /// Chain-seconds spent in tools (summed over chains).
     pub tool_seconds: f64,
+    /// The first reason of each kind of error, with its sample: `reward` (the reward
+    /// could not be computed), `chain` (the chain ended in an error), and each kind of
+    /// failed call.
+    pub first_errors: BTreeMap<String, String>,
+}
+
+/// At most this many characters of a reason are kept in a summary.
+const REASON_CHARS: usize = 300;
+
+fn reason(sample: &str, text: &str) -> String {
+    let mut text: String = text.trim().chars().take(REASON_CHARS).collect();
+    if text.chars().count() == REASON_CHARS {
+        text.push('…');
+    }
+    format!("sample {sample}: {text}")
 }
 
 fn finish_name(end: ChainEnd) -> String {
@@ -145,6 +160,16 @@ impl RolloutSummary {
         let mut turns = 0;
         for t in trajectories {
             s.reward_errors += usize::from(t.reward_error.is_some());
+            if let Some(e) = &t.reward_error {
+                s.first_errors
+                    .entry("reward".into())
+                    .or_insert_with(|| reason(&t.sample_id, e));
+            }
+            if let (ChainEnd::Error, Some(e)) = (t.finish_reason, &t.error) {
+                s.first_errors
+                    .entry("chain".into())
+                    .or_insert_with(|| reason(&t.sample_id, e));
+            }
             *s.finish_reasons
                 .entry(finish_name(t.finish_reason))
                 .or_default() += 1;
@@ -159,6 +184,9 @@ impl RolloutSummary {
                 *s.calls_per_tool.entry(call.name.clone()).or_default() += 1;
                 if let Some(kind) = &call.error {
                     *s.errors_per_kind.entry(kind.clone()).or_default() += 1;
+                    s.first_errors
+                        .entry(kind.clone())
+                        .or_insert_with(|| reason(&t.sample_id, &call.observation));
                     s.parse_errors += usize::from(kind == "parse error");
                 }
             }
@@ -210,6 +238,14 @@ impl fmt::Display for RolloutSummary {
         writeln!(f, "parse errors   {}", self.parse_errors)?;
         writeln!(f, "call errors    {}", list(&self.errors_per_kind))?;
         writeln!(f, "finish reasons {}", list(&self.finish_reasons))?;
+        for (kind, why) in &self.first_errors {
+            let kind = match kind.as_str() {
+                "reward" => "reward error",
+                "chain" => "chain error",
+                other => other,
+            };
+            writeln!(f, "  first {kind}: {why}")?;
+        }
         writeln!(f, "mean turns     {:.2}", self.mean_turns)?;
         writeln!(
             f,

@@ -110,7 +110,7 @@ fn summary(
     }
     let _ = writeln!(
         md,
-        "| variant | runs | accuracy per seed | seeds' mean ± sd (min–max) | pooled correct | pooled accuracy | 95% interval (pooled) |\n|---|---|---|---|---|---|---|"
+        "| variant | runs | accuracy per seed | seeds' mean ± sd (min–max) | pooled correct | failed | pooled accuracy | 95% interval (pooled) |\n|---|---|---|---|---|---|---|---|"
     );
     for (name, _, _) in VARIANTS {
         let runs: Vec<&Outcome> = outcomes.iter().filter(|o| o.variant == name).collect();
@@ -123,13 +123,14 @@ fn summary(
         let (lo, hi) = wilson_interval(k, n);
         let _ = writeln!(
             md,
-            "| {name} | {} | {} | {} | {k}/{n} | {:.3} | {lo:.3}–{hi:.3} |",
+            "| {name} | {} | {} | {} | {k}/{n} | {} | {:.3} | {lo:.3}–{hi:.3} |",
             runs.len(),
             runs.iter()
                 .map(|o| format!("s{}: {}/{}", o.seed, o.report.correct, o.report.samples))
                 .collect::<Vec<_>>()
                 .join(", "),
             spread(&runs),
+            runs.iter().map(|o| o.report.failures()).sum::<usize>(),
             k as f64 / n.max(1) as f64,
         );
     }
@@ -182,12 +183,12 @@ mod tests {
         let (lo, hi) = wilson_interval(66, 96);
         assert!(
             md.contains(&format!(
-                "| grpo | 2 | s1: 30/48, s3: 36/48 | 0.688 ± 0.088 (0.625–0.750) | 66/96 | 0.688 | {lo:.3}–{hi:.3} |"
+                "| grpo | 2 | s1: 30/48, s3: 36/48 | 0.688 ± 0.088 (0.625–0.750) | 66/96 | 0 | 0.688 | {lo:.3}–{hi:.3} |"
             )),
             "{md}"
         );
         assert!(
-            md.contains("| rloo | 1 | s1: 20/48 | 0.417 | 20/48 |"),
+            md.contains("| rloo | 1 | s1: 20/48 | 0.417 | 20/48 | 0 |"),
             "{md}"
         );
         assert!(!md.contains("| ppo |"), "{md}");

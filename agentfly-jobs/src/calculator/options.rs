@@ -92,9 +92,13 @@ pub struct RunArgs {
     /// The run directory (default: target/runs/calculator, -full or -smoke).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Delete the run directory's earlier results and start over.
+    /// Delete the run directory's earlier results and start over (only a run directory of
+    /// this job is ever emptied).
     #[arg(long)]
     pub restart: bool,
+    /// Train with code tools even where the sandbox cannot isolate the network.
+    #[arg(long)]
+    pub allow_network: bool,
 }
 
 /// A learning rate: a positive, finite number, refused before a run directory records it.

@@ -22,11 +22,15 @@ use agentfly_core::Sample;
 use agentfly_core::data::read_jsonl as read_samples;
 use agentfly_core::env::{EnvPool, PoolConfig};
 use agentfly_envs::RemoteEnv;
+use agentfly_tools::sandbox::{self, Purpose};
 use agentfly_trainer::io::smollm2;
 use agentfly_trainer::run::{
     EvalReport, SFT_MODEL, SftReport, StepMetrics, Trainer, TrainerConfig,
 };
 use std::path::{Path, PathBuf};
+
+/// The run directory's record of what the sandbox enforced (runs that execute code).
+pub const SANDBOX_FILE: &str = "sandbox.json";
 
 /// The evaluations of the test split, in the report's order: stage key and row title.
 pub const EVALS: [(&str, &str); 4] = [
@@ -83,8 +87,16 @@ impl Job {
             Task::TextWorld => Settings::textworld(args, model),
         };
         task.prepare_process()?;
+        let toolbox = agentfly_core::Toolbox::from_names(&task.tools())
+            .map_err(|e| JobError::State(e.to_string()))?;
+        let isolation = sandbox::check(&toolbox, Purpose::Train, args.allow_network)
+            .map_err(JobError::State)?;
         let run = RunDir::open(&dir, &settings, args.restart)?;
         let job = Self { run, settings };
+        // What this process's sandbox enforced, for the report (a resumed run says its own).
+        if let Some(isolation) = isolation {
+            job.run.write(SANDBOX_FILE, &to_json(&isolation)?)?;
+        }
         task.write_data(
             job.settings.data_seed,
             job.settings.sizes(),

@@ -9,7 +9,8 @@ use crate::evaluation::{evaluate, summary_line, validate};
 use crate::run_dir::{read_json, to_json};
 use agentfly_core::Sample;
 use agentfly_trainer::run::{
-    EvalReport, MetricsLog, RolloutSection, SFT_MODEL, Trainer, TrainerConfig, print_line,
+    EvalReport, EvalSection, MetricsLog, RolloutSection, SFT_MODEL, Trainer, TrainerConfig,
+    print_line,
 };
 
 /// Runs every stage not done yet, then writes the report and prints its table.
@@ -207,7 +208,21 @@ fn eval_stage(
     title: &str,
     compute: impl FnOnce() -> Result<EvalReport, JobError>,
 ) -> Result<EvalReport, JobError> {
-    let report = job.run.stage(job.eval_path(key), title, compute)?;
+    // An evaluation cached before failures were counted apart, with more of them than an
+    // evaluation may have now, is not a result: it is done again.
+    let path = job.eval_path(key);
+    if let Some(cached) = read_json::<EvalReport>(&path)?
+        && cached.failures() as f64 > EvalSection::default().max_failures * cached.samples as f64
+    {
+        eprintln!(
+            "{}: {} of {} chains failed in this cached evaluation; evaluating again",
+            path.display(),
+            cached.failures(),
+            cached.samples
+        );
+        std::fs::remove_file(&path).map_err(JobError::io(&path))?;
+    }
+    let report = job.run.stage(path, title, compute)?;
     eprintln!("{}", summary_line(key, &report));
     Ok(report)
 }

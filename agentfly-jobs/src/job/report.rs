@@ -5,6 +5,7 @@ use super::{Job, Task};
 use crate::JobError;
 use crate::report::held_out::find;
 use crate::report::{Comparison, Report, SampleTrajectories, TrainingCurves};
+use crate::run_dir::read_json;
 use std::path::{Path, PathBuf};
 
 /// Writes `report/REPORT.md` and its charts from what the run has produced so far; returns
@@ -85,6 +86,15 @@ pub fn write(job: &Job) -> Result<PathBuf, JobError> {
         s.task.chain().max_turns,
         s.task.tools().join(", "),
     ));
+    if let Some(isolation) =
+        read_json::<agentfly_envs::python::Isolation>(&job.path(super::SANDBOX_FILE))?
+    {
+        report.paragraph(&format!(
+            "Model-written code ran in the Python sandbox, a fresh interpreter per chain; on \
+             this machine: {}.",
+            isolation.describe()
+        ));
+    }
     let mut notes: Vec<String> = find(&evals, "no_tools")
         .map(|n| {
             format!(

@@ -8,8 +8,8 @@ use agentfly_core::rl::Estimator;
 use agentfly_tools::tasks::arithmetic::SplitSizes;
 use agentfly_trainer::model::LoraConfig;
 use agentfly_trainer::run::{
-    AgentSection, AlgorithmSection, DataSection, ModelSection, OutputSection, RolloutSection,
-    RowShape, SftSection, TrainSection, TrainerConfig,
+    AgentSection, AlgorithmSection, DataSection, EvalSection, ModelSection, OutputSection,
+    RolloutSection, RowShape, SftSection, TrainSection, TrainerConfig,
 };
 use agentfly_trainer::server::LlamaServerConfig;
 use agentfly_trainer::train::{LossAggregation, OptimConfig, PolicyLossConfig};
@@ -363,6 +363,7 @@ impl Settings {
                 system_prompt: String::new(),
                 system_prompt_file: Some(run_dir.join("system.txt")),
                 format_bonus: self.format_bonus,
+                resources: self.task.resources(),
             },
             chain: self.task.chain(),
             rollout: RolloutSection {
@@ -430,6 +431,7 @@ impl Settings {
                 // a full model's checkpoint is ~1.6 GB (weights and AdamW's moments).
                 keep_checkpoints: if self.preset == "smoke" { 1 } else { 2 },
             },
+            eval: EvalSection::default(),
         }
     }
 

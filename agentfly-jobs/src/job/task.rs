@@ -131,6 +131,18 @@ impl Task {
         names.iter().map(|n| n.to_string()).collect()
     }
 
+    /// The files its tools read, for the trainer's `[agent] resources`: for the wiki, the
+    /// corpus, as an absolute path (a run's configuration works from any directory).
+    pub fn resources(self) -> std::collections::BTreeMap<String, PathBuf> {
+        let mut resources = std::collections::BTreeMap::new();
+        if let Self::WikiQa(_) = self {
+            let corpus = corpus_path();
+            let corpus = std::path::absolute(&corpus).unwrap_or(corpus);
+            resources.insert(agentfly_tools::wiki::CORPUS_RESOURCE.to_string(), corpus);
+        }
+        resources
+    }
+
     /// The reward that scores a chain.
     pub fn reward(self) -> &'static str {
         match self {
@@ -248,7 +260,18 @@ impl Task {
                 return Ok(());
             }
             let corpus = corpus_path();
-            CORPUS_FILE.fetch(&corpus)?;
+            if std::env::var_os("AGENTFLY_WIKI_CORPUS").is_some() {
+                // The user's own corpus: used as it is, never fetched over nor checked
+                // against the package's digest.
+                if !corpus.is_file() {
+                    return Err(JobError::State(format!(
+                        "AGENTFLY_WIKI_CORPUS names {}, which is missing",
+                        corpus.display()
+                    )));
+                }
+            } else {
+                CORPUS_FILE.fetch(&corpus)?;
+            }
             let index = agentfly_tools::wiki::open_cached(&corpus)
                 .map_err(|e| JobError::State(e.to_string()))?;
             agentfly_tools::wiki::install(index);

@@ -38,8 +38,8 @@ pub fn find<'a>(evals: &'a [Eval], key: &str) -> Option<&'a EvalReport> {
 /// The held-out results as a Markdown table.
 pub fn table(evals: &[Eval]) -> String {
     let mut s = String::from(
-        "| policy | correct | accuracy | 95% interval | mean reward | answers with a tool call | parse errors per answer | mean turns |\n\
-         |---|---|---|---|---|---|---|---|\n",
+        "| policy | correct | failed | accuracy | 95% interval | mean reward | answers with a tool call | parse errors per answer | mean turns |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
     );
     for Eval {
         title, report: r, ..
@@ -47,9 +47,10 @@ pub fn table(evals: &[Eval]) -> String {
     {
         let _ = writeln!(
             s,
-            "| {title} | {}/{} | {:.3} | {:.3}–{:.3} | {:.3} | {:.0}% | {:.2} | {:.2} |",
+            "| {title} | {}/{} | {} | {:.3} | {:.3}–{:.3} | {:.3} | {:.0}% | {:.2} | {:.2} |",
             r.correct,
             r.samples,
+            r.failures(),
             r.accuracy,
             r.interval.0,
             r.interval.1,
@@ -118,6 +119,8 @@ pub(crate) mod tests {
         EvalReport {
             samples,
             correct,
+            failed: 0,
+            first_failure: None,
             accuracy: correct as f64 / samples as f64,
             interval: wilson_interval(correct, samples),
             reward_mean: correct as f64 / samples as f64,
@@ -142,11 +145,11 @@ pub(crate) mod tests {
         let evals = [eval("sft", "after SFT", 20), eval("final", "after RL", 37)];
         let t = table(&evals);
         assert!(
-            t.contains("| after SFT | 20/48 | 0.417 | 0.288–0.557 |"),
+            t.contains("| after SFT | 20/48 | 0 | 0.417 | 0.288–0.557 |"),
             "{t}"
         );
         assert!(
-            t.contains("| after RL | 37/48 | 0.771 | 0.635–0.867 |"),
+            t.contains("| after RL | 37/48 | 0 | 0.771 | 0.635–0.867 |"),
             "{t}"
         );
         let compare = |after, before| Comparison {

@@ -6,6 +6,7 @@ use crate::train::{OptimConfig, TrainSection};
 use agentfly_core::rl::Estimator;
 use agentfly_core::rollout::ChainConfig;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// A whole run: `agentfly train --config FILE.toml`.
@@ -71,6 +72,9 @@ pub struct TrainerConfig {
     pub lora: Option<crate::model::LoraConfig>,
     /// Where checkpoints, metrics and the final model go.
     pub output: OutputSection,
+    /// What a held-out evaluation tolerates.
+    #[serde(default)]
+    pub eval: super::eval::EvalSection,
 }
 
 /// `[sft]`: supervised fine-tuning on demonstrations (JSONL samples whose `messages` hold
@@ -168,6 +172,11 @@ pub struct AgentSection {
     /// unshaped reward is kept in the `task_reward` metric.
     #[serde(default)]
     pub format_bonus: f32,
+    /// Files the tools read, by name, relative ones against this file's directory:
+    /// `wiki_corpus`, the encyclopedia of `search` and `retrieve`. A run whose tools cannot
+    /// work without theirs stops at its start.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resources: BTreeMap<String, PathBuf>,
 }
 
 fn hermes() -> String {
@@ -348,12 +357,20 @@ impl TrainerConfig {
         if let Some(p) = &mut self.agent.system_prompt_file {
             fix(p);
         }
+        self.agent.resources.values_mut().for_each(fix);
         fix(&mut self.output.dir);
         if let Some(sft) = &mut self.sft {
             fix(&mut sft.data);
         }
         if let Some(dir) = self.rollout.servers.as_mut().and_then(|s| s.dir.as_mut()) {
             fix(dir);
+        }
+        if let Some(llama) = self.rollout.llama_server.as_mut() {
+            llama
+                .binary
+                .iter_mut()
+                .chain(llama.gguf.iter_mut())
+                .for_each(fix);
         }
     }
 

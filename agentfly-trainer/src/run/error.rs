@@ -54,6 +54,24 @@ pub enum TrainError {
         /// Why the first one failed.
         first: String,
     },
+    /// Too many chains of a held-out evaluation failed (not answered wrongly: failed), even
+    /// after retries.
+    #[error(
+        "evaluation: {failed} of {total} chains failed after {retries} retries (more than \
+         eval.max_failures = {max}), so no accuracy is reported; the first: {first}"
+    )]
+    Evaluation {
+        /// Chains that failed.
+        failed: usize,
+        /// Samples evaluated.
+        total: usize,
+        /// Retries of the failed samples.
+        retries: usize,
+        /// The share allowed.
+        max: f64,
+        /// Why the first one failed.
+        first: String,
+    },
     /// Every step of the run skipped its update because a loss or gradient was not finite.
     #[error(
         "no update was applied in {steps} step(s): every one was skipped ({reason}); the \

@@ -1,16 +1,47 @@
 //! Held-out evaluation's numbers: accuracy with its 95% Wilson interval, tool-call and
 //! parse-error rates, mean turns; and what counts as a solved sample.
 
-use agentfly_core::rollout::{RolloutSummary, Trajectory};
+use agentfly_core::rollout::{ChainEnd, RolloutSummary, Trajectory};
 use serde::{Deserialize, Serialize};
+
+/// `[eval]`: what a held-out evaluation tolerates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EvalSection {
+    /// The share of samples whose chain may fail ([`failed_of`]: a server or environment
+    /// lost, a reward that errored) after the retries; past it the evaluation is an error
+    /// (so no job caches it), not a lower accuracy.
+    pub max_failures: f64,
+    /// Times the failed samples are rolled out again before they count as failed.
+    pub retries: usize,
+}
+
+impl Default for EvalSection {
+    fn default() -> Self {
+        Self {
+            max_failures: 0.02,
+            retries: 2,
+        }
+    }
+}
 
 /// Accuracy on a set of samples, with its 95% (Wilson) interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvalReport {
     /// Samples evaluated.
     pub samples: usize,
-    /// Correct ones (reward metric `correct`, else reward > 0).
+    /// Correct ones (reward metric `correct`, else reward > 0), among those that did not
+    /// fail.
     pub correct: usize,
+    /// Samples whose chain failed rather than answered: the policy or its server failed,
+    /// the environment was lost, or the reward could not be computed ([`failed_of`]).
+    /// They count in `samples` and not in `correct`; an evaluation with more than
+    /// `eval.max_failures` of them is an error, not a result.
+    #[serde(default)]
+    pub failed: usize,
+    /// Why the first failed chain failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_failure: Option<String>,
     /// `correct / samples`.
     pub accuracy: f64,
     /// The 95% Wilson score interval of the accuracy.
@@ -34,7 +65,12 @@ impl EvalReport {
     /// The report of one trajectory per sample.
     pub fn of(trajectories: Vec<Trajectory>, summary: RolloutSummary) -> Self {
         let n = trajectories.len();
-        let correct = trajectories.iter().filter(|t| correct_of(t)).count();
+        let correct = trajectories
+            .iter()
+            .filter(|t| !failed_of(t) && correct_of(t))
+            .count();
+        let failed = trajectories.iter().filter(|t| failed_of(t)).count();
+        let first_failure = trajectories.iter().find_map(failure_of);
         let with_calls = trajectories
             .iter()
             .filter(|t| t.calls().next().is_some())
@@ -43,6 +79,8 @@ impl EvalReport {
         Self {
             samples: n,
             correct,
+            failed,
+            first_failure,
             accuracy: rate(correct),
             interval: wilson_interval(correct, n),
             reward_mean: summary.reward_mean.unwrap_or(0.0),
@@ -53,6 +91,38 @@ impl EvalReport {
             trajectories,
         }
     }
+}
+
+impl EvalReport {
+    /// The failed chains, counted from the trajectories when the report has them (a report
+    /// written before failures were counted apart says 0).
+    pub fn failures(&self) -> usize {
+        if self.trajectories.is_empty() {
+            self.failed
+        } else {
+            self.trajectories.iter().filter(|t| failed_of(t)).count()
+        }
+    }
+}
+
+/// Did the chain fail rather than answer? It ended in an error (the policy or its server
+/// failed, the environment was lost) or got no reward (the reward failed). A wrong answer
+/// is not a failure.
+pub fn failed_of(t: &Trajectory) -> bool {
+    t.finish_reason == ChainEnd::Error || t.reward.is_none()
+}
+
+/// Why `t` failed, when it did.
+pub fn failure_of(t: &Trajectory) -> Option<String> {
+    if !failed_of(t) {
+        return None;
+    }
+    let why = t
+        .error
+        .clone()
+        .or_else(|| t.reward_error.clone())
+        .unwrap_or_else(|| "no reward".to_string());
+    Some(format!("sample {}: {why}", t.sample_id))
 }
 
 /// Was the task solved? The reward's `correct` metric, else the unshaped reward

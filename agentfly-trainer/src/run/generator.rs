@@ -10,12 +10,15 @@ use super::error::{TrainError, io};
 use crate::Pretrained;
 use crate::engine::Engine;
 use crate::io::{GgufDtype, GgufFile, save_weights};
-use crate::model::{Decoder, ModelConfig};
+use crate::model::{Decoder, ModelConfig, Rope};
+use crate::server::probe::{PROBE_TEXT, Probe};
 use crate::server::{
     ExternalServersConfig, LlamaServerConfig, LlamaServers, ServerConfig, ServerPolicy, WeightSync,
 };
 use crate::sync::lock;
+use crate::train::token_logprobs;
 use agentfly_core::rollout::Policy;
+use burn::tensor::{Int, Tensor, TensorData};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -42,6 +45,10 @@ pub(super) struct External {
     current: Mutex<Option<PathBuf>>,
     /// Pushes made, and their summed seconds.
     pushes: Mutex<(u64, f64)>,
+    /// The probe every server scores after a push (empty: no check).
+    probe: Vec<u32>,
+    /// The trainer's log-probabilities of the probe under the weights served now.
+    served: Mutex<Option<Vec<f32>>>,
 }
 
 /// llama.cpp servers, the policy over them and where the policy's GGUF files are written.
@@ -98,9 +105,30 @@ impl Generator {
             api: config.api,
             model: config.model.clone(),
             request_timeout: Duration::from_secs(config.request_timeout_secs),
+            api_key: config
+                .api_key()
+                .map_err(|e| TrainError::Engine(e.to_string()))?,
             ..ServerConfig::default()
         })
         .map_err(|e| TrainError::Engine(e.0))?;
+        let probe = match config.probe_tokens {
+            0 => Vec::new(),
+            n => {
+                let (tokenizer, _, _) = model
+                    .chat_parts()
+                    .map_err(|e| TrainError::Engine(format!("the probe's tokenizer: {e}")))?;
+                let mut ids = tokenizer
+                    .encode(PROBE_TEXT, false)
+                    .map_err(|e| TrainError::Engine(format!("tokenizing the probe: {e}")))?;
+                // As many tokens as asked: the text again when it is short.
+                let text = ids.clone();
+                while ids.len() < n && !text.is_empty() {
+                    ids.extend_from_slice(&text);
+                }
+                ids.truncate(n.max(2));
+                ids
+            }
+        };
         let generator = Self::External(Box::new(External {
             policy,
             sync,
@@ -108,8 +136,10 @@ impl Generator {
             server_dir,
             current: Mutex::new(None),
             pushes: Mutex::new((0, 0.0)),
+            probe,
+            served: Mutex::new(None),
         }));
-        generator.push(model.decoder.clone(), &model.config, version)?;
+        generator.push(model.decoder.clone(), &model.config, &model.rope, version)?;
         Ok(generator)
     }
 
@@ -163,6 +193,7 @@ impl Generator {
         &self,
         decoder: Decoder,
         config: &ModelConfig,
+        rope: &Rope,
         version: u64,
     ) -> Result<(), TrainError> {
         match self {
@@ -189,7 +220,7 @@ impl Generator {
                 }
                 Ok(())
             }
-            Self::External(external) => external.push(&decoder, config, version),
+            Self::External(external) => external.push(&decoder, config, rope, version),
         }
     }
 
@@ -273,11 +304,13 @@ impl Generator {
 
 impl External {
     /// Writes `decoder` as `policy-<version>/` (Hugging Face layout, atomically), has every
-    /// server load it, then removes the directory they were given before.
+    /// server load it and checks each serves it (the probe), then removes the directory
+    /// they were given before.
     fn push(
         &self,
         decoder: &Decoder,
         config: &ModelConfig,
+        rope: &Rope,
         version: u64,
     ) -> Result<(), TrainError> {
         let start = std::time::Instant::now();
@@ -290,6 +323,17 @@ impl External {
         self.sync
             .push(&self.server_dir.join(&name))
             .map_err(|e| TrainError::Engine(e.to_string()))?;
+        if self.probe.len() >= 2 {
+            let probe = Probe {
+                logprobs: probe_logprobs(decoder, rope, &self.probe),
+                ids: self.probe.clone(),
+            };
+            let mut served = lock(&self.served);
+            self.sync
+                .verify(&probe, served.as_deref())
+                .map_err(|e| TrainError::Engine(format!("policy {version}: {e}")))?;
+            *served = Some(probe.logprobs);
+        }
         self.policy.set_policy_version(version);
         let old = lock(&self.current).replace(path.clone());
         if let Some(old) = old.filter(|old| *old != path)
@@ -303,6 +347,18 @@ impl External {
         pushes.1 += start.elapsed().as_secs_f64();
         Ok(())
     }
+}
+
+/// The log-probability under `decoder` of each of `ids` after the first, given those
+/// before it (temperature 1).
+fn probe_logprobs(decoder: &Decoder, rope: &Rope, ids: &[u32]) -> Vec<f32> {
+    let device = decoder.embed.val().device();
+    let ids = Tensor::<2, Int>::from_data(
+        TensorData::new(ids.iter().map(|&t| i64::from(t)).collect(), [1, ids.len()]),
+        &device,
+    );
+    let (logprobs, _) = token_logprobs(decoder, rope, ids, false);
+    logprobs.into_data().try_to_vec::<f32>().unwrap_or_default()
 }
 
 /// Writes the policy's weights of `version` to `dir/policy-<version>.gguf` (atomically).

@@ -52,7 +52,9 @@ pub use config::{
     RolloutSection, RowShape, SftSection, TrainerConfig,
 };
 pub use error::TrainError;
-pub use eval::{EvalReport, accuracy_of, correct_of, wilson_interval};
+pub use eval::{
+    EvalReport, EvalSection, accuracy_of, correct_of, failed_of, failure_of, wilson_interval,
+};
 pub use metrics::{MetricsLog, StepMetrics, TrainSummary, print_line, progress_bar};
 pub use rows::{RowInputs, effective_mask, training_rows, turn_rows};
 pub use sampler::Sampler;

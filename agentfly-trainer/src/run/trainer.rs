@@ -5,7 +5,7 @@
 use super::batch::Batch;
 use super::config::TrainerConfig;
 use super::error::{TrainError, io};
-use super::eval::EvalReport;
+use super::eval::{EvalReport, failed_of};
 use super::generator::Generator;
 use super::sampler::Sampler;
 use super::shaping::shape;
@@ -128,7 +128,9 @@ impl Trainer {
     }
 
     /// Greedy, one chain per sample: accuracy with its 95% interval, tool-call and
-    /// parse-error rates, mean turns.
+    /// parse-error rates, mean turns. Samples whose chain failed (not answered wrongly:
+    /// failed) are rolled out again up to `eval.retries` times; if more than
+    /// `eval.max_failures` of them still fail, the evaluation is an error.
     pub fn evaluate(&self, samples: &[Sample]) -> Result<EvalReport, TrainError> {
         self.evaluate_with(samples, |_| {})
     }
@@ -137,22 +139,52 @@ impl Trainer {
     pub fn evaluate_with(
         &self,
         samples: &[Sample],
-        on_done: impl FnMut(&Trajectory),
+        mut on_done: impl FnMut(&Trajectory),
     ) -> Result<EvalReport, TrainError> {
         let chain = ChainConfig {
             temperature: 0.0,
             ..self.config.chain.clone()
         };
-        let (trajectories, summary) = self.rollout(samples, 1, &chain, 0, on_done)?;
-        Ok(EvalReport::of(trajectories, summary))
+        let (mut trajectories, summary) = self.rollout(samples, 1, &chain, 0, &mut on_done)?;
+        let mut wall = summary.wall_seconds;
+        let limits = &self.config.eval;
+        for _ in 0..limits.retries {
+            let again: Vec<usize> = (0..trajectories.len())
+                .filter(|&i| failed_of(&trajectories[i]))
+                .collect();
+            if again.is_empty() {
+                break;
+            }
+            let redo: Vec<Sample> = again.iter().map(|&i| samples[i].clone()).collect();
+            let (redone, summary) = self.rollout(&redo, 1, &chain, 0, |_| {})?;
+            wall += summary.wall_seconds;
+            for (i, t) in again.into_iter().zip(redone) {
+                trajectories[i] = t;
+            }
+        }
+        let summary = RolloutSummary::of(&trajectories, wall);
+        let report = EvalReport::of(trajectories, summary);
+        if report.failed as f64 > limits.max_failures * report.samples as f64 {
+            return Err(TrainError::Evaluation {
+                failed: report.failed,
+                total: report.samples,
+                retries: limits.retries,
+                max: limits.max_failures,
+                first: report.first_failure.clone().unwrap_or_default(),
+            });
+        }
+        Ok(report)
     }
 
     /// Hands the actor's current weights to what generates (the engine, or the llama.cpp
     /// servers), as the policy of `version`: the number of RL updates behind them.
     pub(super) fn sync_policy(&self, version: u64) -> Result<(), TrainError> {
-        self.chains
-            .generator
-            .push(self.actor.snapshot(), &self.model_config, version)
+        self.chains.generator.push(
+            self.actor.snapshot(),
+            &self.model_config,
+            self.actor.rope(),
+            version,
+        )
     }
 
     /// One line on the llama.cpp servers' work, when they generate.

@@ -12,10 +12,15 @@
 //!   weights are reused. Both are vLLM's development endpoints (`VLLM_SERVER_DEV_MODE=1`);
 //!   `reload_weights` takes a path from vLLM 0.20.
 //!
+//! After each push every server scores a fixed probe, and its log-probabilities must be the
+//! pushed weights' ([`super::probe`]): a server restarted by its supervisor on its launch
+//! weights fails the push, with the difference.
+//!
 //! llama.cpp cannot take new weights without a restart: the trainer runs those servers
 //! itself ([`super::LlamaServers`], `[rollout.llama_server]`).
 
 use super::ServerApi;
+use super::probe::{Probe, judge};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -42,6 +47,14 @@ pub struct ExternalServersConfig {
     pub request_timeout_secs: u64,
     /// The longest a server may take to load new weights, in seconds.
     pub sync_timeout_secs: u64,
+    /// Tokens of the probe every server scores after a push (0: no check).
+    pub probe_tokens: usize,
+    /// The mean absolute difference of the probe's log-probabilities, between a server's
+    /// and the trainer's, past which a push fails (bf16 servers differ by ~0.01).
+    pub probe_tolerance: f32,
+    /// The environment variable holding the servers' API key, sent as `Authorization:
+    /// Bearer …` with every request (the key itself is never written to a file).
+    pub api_key_env: Option<String>,
 }
 
 impl Default for ExternalServersConfig {
@@ -54,6 +67,9 @@ impl Default for ExternalServersConfig {
             server_dir: None,
             request_timeout_secs: 300,
             sync_timeout_secs: 600,
+            probe_tokens: 256,
+            probe_tolerance: 0.05,
+            api_key_env: None,
         }
     }
 }
@@ -63,12 +79,38 @@ impl Default for ExternalServersConfig {
 #[error("weight sync: {0}")]
 pub struct SyncError(pub String);
 
+impl ExternalServersConfig {
+    /// The API key from `api_key_env`, when one is named.
+    pub fn api_key(&self) -> Result<Option<String>, SyncError> {
+        let Some(name) = &self.api_key_env else {
+            return Ok(None);
+        };
+        std::env::var(name).map(Some).map_err(|_| {
+            SyncError(format!(
+                "rollout.servers.api_key_env names `{name}`, which is not set"
+            ))
+        })
+    }
+}
+
 /// Pushes written policies to running servers (see the module's documentation).
-#[derive(Debug)]
 pub struct WeightSync {
     urls: Vec<String>,
     api: ServerApi,
+    model: Option<String>,
+    api_key: Option<String>,
+    tolerance: f32,
     agent: ureq::Agent,
+}
+
+impl std::fmt::Debug for WeightSync {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WeightSync")
+            .field("urls", &self.urls)
+            .field("api", &self.api)
+            .field("api_key", &self.api_key.as_ref().map(|_| "(set)"))
+            .finish()
+    }
 }
 
 impl WeightSync {
@@ -93,8 +135,37 @@ impl WeightSync {
         Ok(Self {
             urls: config.urls.clone(),
             api: config.api,
+            model: config.model.clone(),
+            api_key: config.api_key()?,
+            tolerance: config.probe_tolerance,
             agent,
         })
+    }
+
+    /// Has every server score `probe` and checks it scores it as the pushed weights do
+    /// (and not as the weights served before, `previous`); the first server that does not
+    /// fails it with the difference. One line on how far the servers were, else.
+    pub fn verify(&self, probe: &Probe, previous: Option<&[f32]>) -> Result<String, SyncError> {
+        let Some((path, body)) = self.api.score_request(&probe.ids, self.model.as_deref()) else {
+            return Ok(String::new());
+        };
+        let mut worst = 0.0f32;
+        for url in &self.urls {
+            let endpoint = format!("{}{path}", url.trim_end_matches('/'));
+            let answer = self.post(&endpoint, &body)?;
+            let scored = self
+                .api
+                .parse_score(&answer, &probe.ids)
+                .map_err(|why| SyncError(format!("{url}: the probe: {why}")))?;
+            let distance =
+                judge(&scored, &probe.logprobs, previous, self.tolerance).map_err(|why| {
+                    SyncError(format!("{url} does not serve the pushed policy: {why}"))
+                })?;
+            worst = worst.max(distance.mean);
+        }
+        Ok(format!(
+            "every server scored the probe as the pushed weights (mean |Δ log p| ≤ {worst:.4})"
+        ))
     }
 
     /// Has every server load the Hugging Face directory at `path` (as the servers see it).
@@ -146,10 +217,14 @@ impl WeightSync {
     /// POSTs `body` to `endpoint`: the answer's JSON (`null` for an empty body), or why
     /// the server refused.
     fn post(&self, endpoint: &str, body: &Value) -> Result<Value, SyncError> {
-        let mut response = self
+        let mut request = self
             .agent
             .post(endpoint)
-            .header("Content-Type", "application/json")
+            .header("Content-Type", "application/json");
+        if let Some(key) = &self.api_key {
+            request = request.header("Authorization", format!("Bearer {key}"));
+        }
+        let mut response = request
             .send(body.to_string())
             .map_err(|e| SyncError(format!("{endpoint}: {e}")))?;
         let status = response.status().as_u16();

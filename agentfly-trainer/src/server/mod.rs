@@ -15,6 +15,7 @@
 pub mod api;
 mod external;
 mod llama;
+pub mod probe;
 
 pub use api::ServerApi;
 pub use external::{ExternalServersConfig, SyncError, WeightSync};
@@ -29,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Which servers, and how long to wait for them.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct ServerConfig {
     /// The servers' base URLs (e.g. `http://127.0.0.1:8080`), used in turn.
     pub urls: Vec<String>,
@@ -44,6 +45,22 @@ pub struct ServerConfig {
     pub retries: usize,
     /// The largest answer read, in bytes.
     pub max_answer_bytes: u64,
+    /// Sent as `Authorization: Bearer …` with every request, when set.
+    pub api_key: Option<String>,
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("urls", &self.urls)
+            .field("api", &self.api)
+            .field("model", &self.model)
+            .field("request_timeout", &self.request_timeout)
+            .field("retries", &self.retries)
+            .field("max_answer_bytes", &self.max_answer_bytes)
+            .field("api_key", &self.api_key.as_ref().map(|_| "(set)"))
+            .finish()
+    }
 }
 
 impl Default for ServerConfig {
@@ -55,6 +72,7 @@ impl Default for ServerConfig {
             request_timeout: Duration::from_secs(120),
             retries: 2,
             max_answer_bytes: 16 << 20,
+            api_key: None,
         }
     }
 }
@@ -193,18 +211,20 @@ impl Inner {
     fn attempt(&self, url: &str, body: &str, stop_ids: &[u32]) -> Result<Generated, Failure> {
         let api = self.config.api;
         let endpoint = format!("{}{}", url.trim_end_matches('/'), api.endpoint());
-        let mut response = self
+        let mut request = self
             .agent
             .post(&endpoint)
-            .header("Content-Type", "application/json")
-            .send(body)
-            .map_err(|e| match e {
-                ureq::Error::Timeout(_) => Failure::Retry(format!(
-                    "no answer within {:.0?}",
-                    self.config.request_timeout
-                )),
-                other => Failure::Retry(other.to_string()),
-            })?;
+            .header("Content-Type", "application/json");
+        if let Some(key) = &self.config.api_key {
+            request = request.header("Authorization", format!("Bearer {key}"));
+        }
+        let mut response = request.send(body).map_err(|e| match e {
+            ureq::Error::Timeout(_) => Failure::Retry(format!(
+                "no answer within {:.0?}",
+                self.config.request_timeout
+            )),
+            other => Failure::Retry(other.to_string()),
+        })?;
         let status = response.status().as_u16();
         let text = response
             .body_mut()

@@ -11,7 +11,13 @@ repository's tests can check against; see README, "Beyond one machine".
 
     python3 stand_in.py vllm|vllm-0.10.1|sglang VOCAB
 
-prints the port it listens on (127.0.0.1), then serves until killed. `vllm-0.10.1` answers
+prints the port it listens on (127.0.0.1), then serves until killed. Prompt scoring (what
+agentfly's probe asks after each push: vLLM's `prompt_logprobs`, SGLang's `logprob_start_len:
+0`) is real: each pushed directory is loaded with transformers (float32), so this must run
+under a Python with torch and transformers (`.venv-bench`). `POST /test/stale` makes the next
+push answer success without loading anything, as a server that its supervisor restarted on its
+launch weights would serve them. With AGENTFLY_STAND_IN_KEY set, every request must carry
+`Authorization: Bearer <key>` (401 otherwise). `vllm-0.10.1` answers
 as vLLM did before `return_token_ids` (the ids only as "token_id:N" tokens). `GET /log`
 gives what it was asked: each generation with the number of weight pushes before it,
 pushes (with whether the directory was complete), cache resets. vLLM's development endpoints answer 404 unless VLLM_SERVER_DEV_MODE=1, as in vLLM.
@@ -30,8 +36,34 @@ API = "vllm" if sys.argv[1].startswith("vllm") else sys.argv[1]
 TOKEN_IDS_FIELD = sys.argv[1] != "vllm-0.10.1"
 VOCAB = int(sys.argv[2])
 DEV_MODE = os.environ.get("VLLM_SERVER_DEV_MODE") == "1"
-LOG = {"generations": [], "pushes": [], "prefix_cache_resets": 0}
+KEY = os.environ.get("AGENTFLY_STAND_IN_KEY")
+LOG = {"generations": [], "pushes": [], "prefix_cache_resets": 0, "probes": 0,
+       "unauthorized": 0}
 LOCK = threading.Lock()
+MODEL = {"model": None, "stale": False}
+
+
+def load(path):
+    """The pushed weights become the served ones, unless a stale push was asked for."""
+    if MODEL["stale"]:
+        MODEL["stale"] = False
+        return
+    import torch
+    import transformers
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    torch.set_num_threads(1)
+    MODEL["model"] = transformers.AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch.float32)
+
+
+def prompt_logprobs(ids):
+    """log p(ids[i] | ids[:i]) for i >= 1, under the served weights."""
+    import torch
+    with torch.no_grad():
+        logits = MODEL["model"](torch.tensor([ids])).logits[0].float()
+        logp = torch.log_softmax(logits, dim=-1)
+    return [None] + [logp[i - 1, ids[i]].item() for i in range(1, len(ids))]
 
 SGLANG_SAMPLING = {
     "max_new_tokens", "temperature", "top_p", "top_k", "min_p", "stop", "stop_token_ids",
@@ -74,7 +106,17 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def authorized(self):
+        if KEY is None or self.headers.get("Authorization") == f"Bearer {KEY}":
+            return True
+        with LOCK:
+            LOG["unauthorized"] += 1
+        self.answer(401, {"error": {"message": "Unauthorized"}})
+        return False
+
     def do_GET(self):
+        if not self.authorized():
+            return
         if self.path == "/health":
             self.answer(200, None)
         elif self.path == "/log":
@@ -85,11 +127,22 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+        if not self.authorized():
+            return
         route = (API, self.path)
-        if route == ("sglang", "/generate"):
+        if self.path == "/test/stale":
+            MODEL["stale"] = True
+            self.answer(200, None)
+        elif route == ("sglang", "/generate") and body.get("logprob_start_len") == 0:
+            self.score(body["input_ids"])
+        elif route == ("vllm", "/v1/completions") and "prompt_logprobs" in body:
+            self.score(body["prompt"])
+        elif route == ("sglang", "/generate"):
             self.sglang_generate(body)
         elif route == ("sglang", "/update_weights_from_disk"):
             ok = complete_dir(body["model_path"])
+            if ok:
+                load(body["model_path"])
             with LOCK:
                 LOG["pushes"].append({"path": body["model_path"], "complete": ok})
             message = "Succeeded to update model weights." if ok else "Failed to load."
@@ -107,6 +160,8 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 path = body["kwargs"]["weights_path"]
                 ok = body["method"] == "reload_weights" and complete_dir(path)
+                if ok:
+                    load(path)
                 with LOCK:
                     LOG["pushes"].append({"path": path, "complete": ok})
                 if ok:
@@ -115,6 +170,21 @@ class Handler(BaseHTTPRequestHandler):
                     self.answer(500, {"error": {"message": f"cannot load {path}"}})
         else:
             self.answer(404, {"detail": "Not Found"})
+
+    def score(self, ids):
+        with LOCK:
+            LOG["probes"] += 1
+            logprobs = prompt_logprobs(ids)
+        if API == "sglang":
+            self.answer(200, {"text": "", "output_ids": [0], "meta_info": {
+                "finish_reason": {"type": "length", "length": 1},
+                "input_token_logprobs": [[lp, i, None] for lp, i in zip(logprobs, ids)]}})
+        else:
+            entries = [None] + [{str(i): {"logprob": lp, "rank": 1}}
+                                for lp, i in zip(logprobs[1:], ids[1:])]
+            self.answer(200, {"object": "text_completion", "choices": [{
+                "index": 0, "text": "", "finish_reason": "length",
+                "prompt_logprobs": entries}]})
 
     def sglang_generate(self, body):
         params = body.get("sampling_params", {})
