@@ -71,6 +71,7 @@ fn cases() -> Vec<Case> {
     let train = |edit: fn(String) -> String| ("run.toml", config("train.jsonl", edit));
     let samples = ("train.jsonl", SAMPLES.as_bytes().to_vec());
     let generate = |model: &str| args(&["generate", "--model", model, "--prompt", "hi"]);
+    let tiny = fixture("tiny-qwen2").display().to_string();
     vec![
         Case {
             name: "a dataset line that is not JSON",
@@ -270,6 +271,24 @@ fn cases() -> Vec<Case> {
             args: args(&["train", "--config", "run.toml"]),
             says: &["act", "world", "agentfly textworld"],
         },
+        Case {
+            name: "a remote world where nothing listens",
+            files: vec![samples.clone()],
+            args: args(&[
+                "rollout",
+                "--model",
+                tiny.as_str(),
+                "--data",
+                "train.jsonl",
+                "--tools",
+                "act",
+                "--remote-url",
+                "http://127.0.0.1:9",
+                "--out",
+                "t.jsonl",
+            ]),
+            says: &["the world (http://127.0.0.1:9) cannot be used"],
+        },
         // --restart on a directory that is not a run of the job: refused, nothing removed
         // (the test checks every file of a case is still there afterwards).
         Case {
@@ -415,5 +434,58 @@ fn samples_the_reward_cannot_score_are_named_with_the_reason() {
     assert!(
         stdout.contains("first reward error: sample q1:") && stdout.contains("no field `answer`"),
         "{stdout}"
+    );
+}
+
+/// A remote world that wants a token the client does not have: the rollout stops at start
+/// with the server's refusal and how to give the token, before any chain runs (the other
+/// malformed requests a world server gets — bodies over the cap, lying lengths, slow
+/// clients, guessed ids — are in agentfly-envs' remote_http tests).
+#[test]
+fn a_remote_world_that_refuses_the_client_stops_the_rollout_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("samples.jsonl"), SAMPLES).unwrap();
+    let envs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../agentfly-envs");
+    let mut world = Command::new("python3")
+        .arg(envs.join("tests/worlds/counter.py"))
+        .args(["--http", "0"])
+        .env("PYTHONPATH", envs.join("python"))
+        .env("AGENTFLY_REMOTE_TOKEN", "a-secret")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(world.stderr.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let url = line.split_whitespace().last().unwrap_or("").to_string();
+    assert!(url.starts_with("http://"), "no URL in {line:?}");
+    let model = fixture("tiny-qwen2").display().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_agentfly"))
+        .current_dir(dir.path())
+        .env_remove("AGENTFLY_REMOTE_TOKEN")
+        .args(["rollout", "--model", &model, "--data", "samples.jsonl"])
+        .args(["--tools", "act", "--remote-url", &url, "--out", "t.jsonl"])
+        .output()
+        .unwrap();
+    world.kill().unwrap();
+    world.wait().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let reason = stderr.trim();
+    assert_eq!(reason.lines().count(), 1, "{stderr}");
+    assert!(
+        reason.contains(&format!("the world ({url}) cannot be used"))
+            && reason.contains("HTTP 401")
+            && reason.contains("AGENTFLY_REMOTE_TOKEN"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("t.jsonl").exists(),
+        "no trajectories were written"
     );
 }

@@ -31,15 +31,7 @@ fn pool_of_one(config: SandboxConfig) -> EnvPool<PythonSandbox> {
     )
 }
 
-fn skip(reason: &str) {
-    for switch in ["AGENTFLY_REQUIRE_ISOLATION", "AGENTFLY_NO_SKIP"] {
-        assert!(
-            std::env::var_os(switch).is_none_or(|v| v != "1"),
-            "{reason} ({switch}=1: a skipped isolation check fails)"
-        );
-    }
-    eprintln!("SKIPPED: {reason}");
-}
+use agentfly_testdata::skip;
 
 /// What chain A leaves behind, each a way an earlier chain could reach a later one.
 const CHAIN_A: &str = r#"

@@ -1,13 +1,11 @@
 //! `RemoteEnv` against a real Python server (tests/worlds/counter.py), over a child
-//! process's stdio and over HTTP: episodes, the world's errors, and servers that crash,
+//! process's stdio (over HTTP: remote_http.rs): episodes, the world's errors, and servers that crash,
 //! hang, flood or print where they should not.
 
 use agentfly_core::Sample;
 use agentfly_core::env::{Env, EnvPool, PoolConfig};
 use agentfly_envs::{RemoteConfig, RemoteEnv, RemoteError};
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn world() -> PathBuf {
@@ -218,72 +216,4 @@ async fn the_pool_replaces_a_crashed_instance() {
     let metrics = pool.metrics();
     assert_eq!((metrics.created, metrics.replaced), (2, 1), "{metrics:?}");
     pool.close().await;
-}
-
-/// The counter world served over HTTP on a free port; killed on drop.
-struct HttpWorld {
-    child: Child,
-    url: String,
-}
-
-impl HttpWorld {
-    fn start() -> HttpWorld {
-        let mut child = Command::new("python3")
-            .arg(world())
-            .args(["--http", "0"])
-            .env(
-                "PYTHONPATH",
-                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python"),
-            )
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the HTTP world");
-        let mut line = String::new();
-        BufReader::new(child.stderr.take().expect("stderr"))
-            .read_line(&mut line)
-            .expect("its first line");
-        let url = line
-            .split_whitespace()
-            .last()
-            .filter(|u| u.starts_with("http://"))
-            .unwrap_or_else(|| panic!("no URL in {line:?}"))
-            .to_string();
-        HttpWorld { child, url }
-    }
-}
-
-impl Drop for HttpWorld {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[tokio::test]
-async fn episodes_over_http_share_one_server() {
-    let server = HttpWorld::start();
-    let config = RemoteConfig {
-        url: Some(server.url.clone()),
-        call_timeout: Duration::from_secs(10),
-        ..RemoteConfig::default()
-    };
-    let mut a = RemoteEnv::start(config.clone()).await.expect("instance a");
-    let mut b = RemoteEnv::start(config).await.expect("instance b");
-    a.begin(Some(0), None).await.expect("reset a"); // target 2
-    b.begin(Some(3), None).await.expect("reset b"); // target 5
-    assert_eq!(a.step("add 2").await.expect("a").observation, "Total 2.");
-    assert_eq!(b.step("add 1").await.expect("b").observation, "Total 1.");
-    assert!(a.episode().done && !b.episode().done);
-    let err = b.step("fail").await.expect_err("raises");
-    assert!(
-        err.to_string().contains("ValueError: the world refuses"),
-        "{err}"
-    );
-    b.health_check().await.expect("healthy");
-    drop(server);
-    let gone = b.step("add 1").await.expect_err("server gone");
-    assert!(gone.is_fatal(), "{gone:?}");
-    assert!(b.health_check().await.is_err());
 }

@@ -1,8 +1,10 @@
-//! The HTTP remote-environment server (agentfly_remote.py) and the client together: a lost
+//! The HTTP remote-environment server (agentfly_remote.py) and the client together:
+//! episodes of several instances on one server; a lost
 //! or dropped instance is closed on the server (its JVM does not live on), idle instances are
 //! reaped, bodies are capped, sockets time out, instance ids are unguessable and a shared
 //! token can be required.
 
+use agentfly_core::env::Env;
 use agentfly_envs::{RemoteConfig, RemoteEnv, RemoteError};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -125,7 +127,7 @@ async fn lost_and_dropped_instances_are_closed_on_the_server() {
     assert_eq!(server.wait_for_instances(2, Duration::from_secs(5)), 2);
     drop(dropped);
     assert_eq!(server.wait_for_instances(1, Duration::from_secs(5)), 1);
-    agentfly_core::env::Env::close(kept).await;
+    kept.close().await;
     assert_eq!(server.wait_for_instances(0, Duration::from_secs(5)), 0);
     drop(lost);
 }
@@ -209,4 +211,31 @@ async fn a_shared_token_is_required_when_the_server_has_one() {
     let written = serde_json::to_string(&with_token).unwrap();
     assert!(!written.contains("open-sesame"), "{written}");
     assert!(!format!("{with_token:?}").contains("open-sesame"));
+}
+
+#[tokio::test]
+async fn episodes_over_http_share_one_server() {
+    let server = HttpWorld::start(&[], &[]);
+    let config = RemoteConfig {
+        url: Some(server.url.clone()),
+        call_timeout: Duration::from_secs(10),
+        ..RemoteConfig::default()
+    };
+    let mut a = RemoteEnv::start(config.clone()).await.expect("instance a");
+    let mut b = RemoteEnv::start(config).await.expect("instance b");
+    a.begin(Some(0), None).await.expect("reset a"); // target 2
+    b.begin(Some(3), None).await.expect("reset b"); // target 5
+    assert_eq!(a.step("add 2").await.expect("a").observation, "Total 2.");
+    assert_eq!(b.step("add 1").await.expect("b").observation, "Total 1.");
+    assert!(a.episode().done && !b.episode().done);
+    let err = b.step("fail").await.expect_err("raises");
+    assert!(
+        err.to_string().contains("ValueError: the world refuses"),
+        "{err}"
+    );
+    b.health_check().await.expect("healthy");
+    drop(server);
+    let gone = b.step("add 1").await.expect_err("server gone");
+    assert!(gone.is_fatal(), "{gone:?}");
+    assert!(b.health_check().await.is_err());
 }

@@ -43,17 +43,7 @@ fn is_root() -> bool {
         .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
 }
 
-/// Says that an isolation check cannot be made on this system; fails where
-/// `AGENTFLY_REQUIRE_ISOLATION=1` (or `AGENTFLY_NO_SKIP=1`, which forbids every skip).
-fn skip(reason: &str) {
-    for switch in ["AGENTFLY_REQUIRE_ISOLATION", "AGENTFLY_NO_SKIP"] {
-        assert!(
-            std::env::var_os(switch).is_none_or(|v| v != "1"),
-            "{reason} ({switch}=1: a skipped isolation check fails)"
-        );
-    }
-    eprintln!("SKIPPED: {reason}");
-}
+use agentfly_testdata::skip;
 
 /// The sandbox still works and kept (or lost) `marker`.
 async fn still_works(sb: &mut PythonSandbox) {

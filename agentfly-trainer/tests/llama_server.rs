@@ -74,14 +74,11 @@ fn roll(
     .run(&samples(), seed)
 }
 
-#[test]
-#[ignore = "needs llama-server: scripts/build-llama-server, then --ignored (scripts/test does)"]
-fn rollouts_through_llama_server_match_the_engine_token_for_token() {
-    let device = common::device();
+/// SmolLM2 loaded here, and one llama.cpp server on it (written as an f32 GGUF in `dir`).
+fn smollm2_served(dir: &Path) -> (Pretrained, PathBuf, LlamaServers) {
     let template = common::smollm2_gguf();
-    let model = Pretrained::load(&template, &device).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let gguf = dir.path().join("policy.f32.gguf");
+    let model = Pretrained::load(&template, &common::device()).unwrap();
+    let gguf = dir.join("policy.f32.gguf");
     model.save_gguf(&template, GgufDtype::F32, &gguf).unwrap();
     let server = LlamaServers::start(
         &LlamaServerConfig {
@@ -92,9 +89,17 @@ fn rollouts_through_llama_server_match_the_engine_token_for_token() {
             ..LlamaServerConfig::default()
         },
         &gguf,
-        dir.path(),
+        dir,
     )
     .unwrap();
+    (model, template, server)
+}
+
+#[test]
+#[ignore = "needs llama-server: scripts/build-llama-server, then --ignored (scripts/test does)"]
+fn rollouts_through_llama_server_match_the_engine_token_for_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, template, server) = smollm2_served(dir.path());
     let policy = ServerPolicy::new(ServerConfig {
         // A dead server first: the request goes on to the live one.
         urls: vec!["http://127.0.0.1:9".into(), server.urls()[0].clone()],
@@ -103,7 +108,7 @@ fn rollouts_through_llama_server_match_the_engine_token_for_token() {
     .unwrap();
 
     let engine = Engine::start(
-        Pretrained::load(&template, &device).unwrap(),
+        Pretrained::load(&template, &common::device()).unwrap(),
         EngineConfig::default(),
     );
     let (ours, theirs) = (
@@ -472,24 +477,8 @@ fn react_turns_through_llama_server_end_at_their_stop_string() {
     use agentfly_core::rollout::{
         ChainConfig, ChainEnd, ChainSetup, GenerateRequest, GenerationEnd, Rollout, format::ReAct,
     };
-    let device = common::device();
-    let template = common::smollm2_gguf();
-    let model = Pretrained::load(&template, &device).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let gguf = dir.path().join("policy.f32.gguf");
-    model.save_gguf(&template, GgufDtype::F32, &gguf).unwrap();
-    let server = LlamaServers::start(
-        &LlamaServerConfig {
-            binary: Some(llama_server()),
-            parallel: 2,
-            context: 2048,
-            threads: 2,
-            ..LlamaServerConfig::default()
-        },
-        &gguf,
-        dir.path(),
-    )
-    .unwrap();
+    let (model, _, server) = smollm2_served(dir.path());
     let policy = ServerPolicy::new(ServerConfig {
         urls: server.urls().to_vec(),
         ..ServerConfig::default()

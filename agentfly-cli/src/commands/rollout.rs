@@ -188,6 +188,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (None, None) => String::new(),
     };
 
+    let pool = PoolConfig {
+        capacity: args.env_capacity.max(1),
+        ..PoolConfig::default()
+    };
+    let pools = EnvPools::new(pool.clone());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    if let Some(remote) = world {
+        let place = remote
+            .url
+            .clone()
+            .unwrap_or_else(|| remote.command.join(" "));
+        let world = EnvPool::<RemoteEnv>::new(remote, pool);
+        // One instance now (the pool keeps it for the first chain): a world that cannot be
+        // reached, or refuses us, stops the rollout with its reason instead of ending every
+        // chain with it.
+        if let Err(e) = runtime.block_on(world.prewarm(1)) {
+            runtime.block_on(world.close());
+            bail!("the world ({place}) cannot be used: {e}");
+        }
+        pools.insert(world);
+    }
+
     let model = args.model.load()?;
     let (tokenizer, template, end_of_turn) = model.chat_parts()?;
     let generator = if args.server.is_empty() {
@@ -219,14 +244,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         top_p: args.top_p,
         top_k: args.top_k,
     };
-    let pool = PoolConfig {
-        capacity: args.env_capacity.max(1),
-        ..PoolConfig::default()
-    };
-    let pools = EnvPools::new(pool.clone());
-    if let Some(remote) = world {
-        pools.insert(EnvPool::<RemoteEnv>::new(remote, pool));
-    }
     let rollout = Rollout {
         setup: ChainSetup {
             policy,
@@ -252,10 +269,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .expect("a valid template")
         .progress_chars("=> "),
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
     let (output, pool_metrics) = runtime.block_on(async {
         let mut rewarded = (0.0, 0usize);
         let output = rollout

@@ -174,9 +174,16 @@ mod tests {
         let before = [-3.0, -1.0, -2.5];
         // Within the tolerance: fine.
         assert!(judge(&[-1.01, -2.02, -0.5], &pushed, Some(&before), 0.05).is_ok());
-        // Still the earlier weights (a restarted server): refused, saying so.
-        let err = judge(&before, &pushed, Some(&before), 2.0).unwrap_err();
+        // Still the earlier weights (a restarted server): refused, saying how far.
+        let err = judge(&before, &pushed, Some(&before), 0.05).unwrap_err();
+        assert!(err.contains("mean |Δ log p| 1.6667, max 2.0000"), "{err}");
+        // Within a loose tolerance but nearer the weights before the push: refused too.
+        let near = [-1.6, -2.6, -1.1];
+        let nearer_before = [-1.35, -2.35, -0.85];
+        let err = judge(&nearer_before, &pushed, Some(&near), 0.5).unwrap_err();
         assert!(err.contains("weights served before"), "{err}");
+        // ... unless the push moved the probe less than the tolerance (noise decides).
+        assert!(judge(&nearer_before, &pushed, Some(&near), 0.7).is_ok());
         let err = judge(&before, &pushed, None, 0.05).unwrap_err();
         assert!(err.contains("mean |Δ log p| 1.6667, max 2.0000"), "{err}");
         assert!(judge(&[f32::NAN; 3], &pushed, None, 0.05).is_err());

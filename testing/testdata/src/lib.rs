@@ -142,3 +142,17 @@ pub fn gguf_header(tensor_count: u64, dims: &[u64]) -> Vec<u8> {
     b.extend(0u64.to_le_bytes());
     b
 }
+
+/// Says that a check cannot be made on this system (`reason`), and fails instead where
+/// `AGENTFLY_REQUIRE_ISOLATION=1` or `AGENTFLY_NO_SKIP=1`, as CI sets them: a test that
+/// cannot check what it claims says so, and never passes silently where the check is
+/// expected.
+pub fn skip(reason: &str) {
+    for switch in ["AGENTFLY_REQUIRE_ISOLATION", "AGENTFLY_NO_SKIP"] {
+        assert!(
+            std::env::var_os(switch).is_none_or(|v| v != "1"),
+            "{reason} ({switch}=1: a skipped check fails)"
+        );
+    }
+    eprintln!("SKIPPED: {reason}");
+}
