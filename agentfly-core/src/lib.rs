@@ -112,6 +112,9 @@ pub mod tool;
 pub mod __private;
 
 pub use agentfly_macros::{reward, tool};
+/// The attribute on a [`rollout::Policy`] implementation, so that its `generate` is an
+/// `async fn` (re-exported: a policy crate needs no dependency of its own).
+pub use async_trait::async_trait;
 pub use data::Sample;
 pub use origin::Origin;
 pub use registry::RegistryError;

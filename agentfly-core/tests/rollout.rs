@@ -13,7 +13,6 @@ use agentfly_core::rollout::{
     PolicyError, Rollout, RolloutOutput, chain_seed,
 };
 use agentfly_core::{Rewards, Sample, Toolbox, reward, tool};
-use futures_util::future::BoxFuture;
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -57,41 +56,39 @@ struct ReadingPolicy {
     requests: AtomicUsize,
 }
 
+#[agentfly_core::async_trait]
 impl Policy for ReadingPolicy {
-    fn generate(&self, request: GenerateRequest) -> BoxFuture<'_, Result<Generated, PolicyError>> {
-        Box::pin(async move {
-            self.requests.fetch_add(1, Ordering::SeqCst);
-            let delay = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .subsec_nanos()
-                % 3_000_000;
-            tokio::time::sleep(Duration::from_nanos(u64::from(delay))).await;
-            let text = self.tokenizer.decode(&request.context, false).unwrap();
-            let responses: Vec<&str> = text
-                .split("<tool_response>\n")
-                .skip(1)
-                .map(|s| s.split('\n').next().unwrap())
-                .collect();
-            // The seed is the same for every turn of a chain but its last digits.
-            let wanted = 1 + (request.seed / 1_000_003 % 3) as usize;
-            let out = if responses.len() < wanted {
-                "<tool_call>\n{\"name\": \"tally_bump\", \"arguments\": {}}\n</tool_call>"
-                    .to_string()
-            } else {
-                let last = responses.last().unwrap();
-                format!(
-                    "<tool_call>\n{{\"name\": \"tally_submit\", \"arguments\": {{\"answer\": \"{last}\"}}}}\n</tool_call>"
-                )
-            };
-            let mut ids = self.tokenizer.encode(&out, false).unwrap();
-            ids.push(self.eot);
-            Ok(Generated {
-                logprobs: vec![-0.25; ids.len()],
-                ids,
-                end: GenerationEnd::Stop,
-                policy_version: 0,
-            })
+    async fn generate(&self, request: GenerateRequest) -> Result<Generated, PolicyError> {
+        self.requests.fetch_add(1, Ordering::SeqCst);
+        let delay = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+            % 3_000_000;
+        tokio::time::sleep(Duration::from_nanos(u64::from(delay))).await;
+        let text = self.tokenizer.decode(&request.context, false).unwrap();
+        let responses: Vec<&str> = text
+            .split("<tool_response>\n")
+            .skip(1)
+            .map(|s| s.split('\n').next().unwrap())
+            .collect();
+        // The seed is the same for every turn of a chain but its last digits.
+        let wanted = 1 + (request.seed / 1_000_003 % 3) as usize;
+        let out = if responses.len() < wanted {
+            "<tool_call>\n{\"name\": \"tally_bump\", \"arguments\": {}}\n</tool_call>".to_string()
+        } else {
+            let last = responses.last().unwrap();
+            format!(
+                "<tool_call>\n{{\"name\": \"tally_submit\", \"arguments\": {{\"answer\": \"{last}\"}}}}\n</tool_call>"
+            )
+        };
+        let mut ids = self.tokenizer.encode(&out, false).unwrap();
+        ids.push(self.eot);
+        Ok(Generated {
+            logprobs: vec![-0.25; ids.len()],
+            ids,
+            end: GenerationEnd::Stop,
+            policy_version: 0,
         })
     }
 }

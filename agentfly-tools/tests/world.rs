@@ -13,7 +13,6 @@ use agentfly_core::rollout::{
 use agentfly_core::{CallContext, Rewards, Sample, ToolErrorKind, Toolbox};
 use agentfly_envs::{RemoteConfig, RemoteEnv};
 use agentfly_tools as _;
-use futures_util::future::BoxFuture;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -127,20 +126,19 @@ struct Player {
     eot: u32,
 }
 
+#[agentfly_core::async_trait]
 impl Policy for Player {
-    fn generate(&self, _: GenerateRequest) -> BoxFuture<'_, Result<Generated, PolicyError>> {
-        Box::pin(async move {
-            let call = r#"<tool_call>
+    async fn generate(&self, _: GenerateRequest) -> Result<Generated, PolicyError> {
+        let call = r#"<tool_call>
 {"name": "act", "arguments": {"command": "add 1"}}
 </tool_call>"#;
-            let mut ids = self.tokenizer.encode(call, false).unwrap();
-            ids.push(self.eot);
-            Ok(Generated {
-                logprobs: vec![-0.1; ids.len()],
-                ids,
-                end: GenerationEnd::Stop,
-                policy_version: 0,
-            })
+        let mut ids = self.tokenizer.encode(call, false).unwrap();
+        ids.push(self.eot);
+        Ok(Generated {
+            logprobs: vec![-0.1; ids.len()],
+            ids,
+            end: GenerationEnd::Stop,
+            policy_version: 0,
         })
     }
 }

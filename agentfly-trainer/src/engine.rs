@@ -15,7 +15,6 @@ use crate::sync::lock;
 use agentfly_core::rollout::{GenerateRequest, Generated, GenerationEnd, Policy, PolicyError};
 use burn::module::Param;
 use burn::tensor::Tensor;
-use futures_util::future::BoxFuture;
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -309,26 +308,24 @@ impl Drop for Engine {
     }
 }
 
+#[agentfly_core::async_trait]
 impl Policy for Engine {
-    fn generate(&self, request: GenerateRequest) -> BoxFuture<'_, Result<Generated, PolicyError>> {
+    async fn generate(&self, request: GenerateRequest) -> Result<Generated, PolicyError> {
         let (reply, answer) = oneshot::channel();
-        let sent = self.send(Command::Generate(Job {
+        self.send(Command::Generate(Job {
             request,
             reply,
             queued: Instant::now(),
-        }));
+        }))?;
         let timeout = self.request_timeout;
-        Box::pin(async move {
-            sent?;
-            match tokio::time::timeout(timeout, answer).await {
-                Ok(reply) => reply.map_err(|_| stopped())?,
-                // Dropping `answer` tells the engine to drop the sequence.
-                Err(_) => Err(PolicyError(format!(
-                    "no reply from the generation engine within {timeout:.0?} \
-                     (rollout.engine.request_timeout): it is overloaded or stuck"
-                ))),
-            }
-        })
+        match tokio::time::timeout(timeout, answer).await {
+            Ok(reply) => reply.map_err(|_| stopped())?,
+            // Dropping `answer` tells the engine to drop the sequence.
+            Err(_) => Err(PolicyError(format!(
+                "no reply from the generation engine within {timeout:.0?} \
+                 (rollout.engine.request_timeout): it is overloaded or stuck"
+            ))),
+        }
     }
 }
 

@@ -1,6 +1,5 @@
 //! The model as the rollout sees it: token ids in, sampled ids and their log-probs out.
 
-use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
 
@@ -56,9 +55,34 @@ pub struct PolicyError(pub String);
 
 /// A model the rollout can sample from. The trainer's engine implements it by batching the
 /// requests of all waiting chains; [`ScriptedPolicy`] replays given outputs.
+///
+/// Implementations write `async fn generate` under [`async_trait`](crate::async_trait) (the
+/// rollout holds policies as `&dyn Policy`, which native `async fn` in traits does not allow):
+///
+/// ```
+/// use agentfly_core::rollout::{GenerateRequest, Generated, GenerationEnd, Policy, PolicyError};
+///
+/// /// Answers every request with the end-of-turn id alone.
+/// struct Silent {
+///     end_of_turn: u32,
+/// }
+///
+/// #[agentfly_core::async_trait]
+/// impl Policy for Silent {
+///     async fn generate(&self, _request: GenerateRequest) -> Result<Generated, PolicyError> {
+///         Ok(Generated {
+///             ids: vec![self.end_of_turn],
+///             logprobs: vec![0.0],
+///             end: GenerationEnd::Stop,
+///             policy_version: 0,
+///         })
+///     }
+/// }
+/// ```
+#[async_trait::async_trait]
 pub trait Policy: Send + Sync {
     /// Generates a continuation of `request.context`.
-    fn generate(&self, request: GenerateRequest) -> BoxFuture<'_, Result<Generated, PolicyError>>;
+    async fn generate(&self, request: GenerateRequest) -> Result<Generated, PolicyError>;
 }
 
 /// A policy that replays scripted turns through the same code path as a model: each
@@ -89,8 +113,9 @@ impl ScriptedPolicy {
     }
 }
 
+#[async_trait::async_trait]
 impl Policy for ScriptedPolicy {
-    fn generate(&self, request: GenerateRequest) -> BoxFuture<'_, Result<Generated, PolicyError>> {
+    async fn generate(&self, request: GenerateRequest) -> Result<Generated, PolicyError> {
         let next = self
             .turns
             .lock()
@@ -101,21 +126,19 @@ impl Policy for ScriptedPolicy {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(request);
-        Box::pin(async move {
-            let mut ids = next.ok_or_else(|| PolicyError("the script has no more turns".into()))?;
-            ids.push(self.end_of_turn);
-            let end = if ids.len() > max {
-                ids.truncate(max);
-                GenerationEnd::Length
-            } else {
-                GenerationEnd::Stop
-            };
-            Ok(Generated {
-                logprobs: vec![-0.5; ids.len()],
-                ids,
-                end,
-                policy_version: 0,
-            })
+        let mut ids = next.ok_or_else(|| PolicyError("the script has no more turns".into()))?;
+        ids.push(self.end_of_turn);
+        let end = if ids.len() > max {
+            ids.truncate(max);
+            GenerationEnd::Length
+        } else {
+            GenerationEnd::Stop
+        };
+        Ok(Generated {
+            logprobs: vec![-0.5; ids.len()],
+            ids,
+            end,
+            policy_version: 0,
         })
     }
 }

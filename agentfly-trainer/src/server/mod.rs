@@ -23,7 +23,6 @@ pub use llama::{LlamaServerConfig, LlamaServers};
 
 use crate::sync::lock;
 use agentfly_core::rollout::{GenerateRequest, Generated, Policy, PolicyError};
-use futures_util::future::BoxFuture;
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -150,14 +149,13 @@ impl ServerPolicy {
     }
 }
 
+#[agentfly_core::async_trait]
 impl Policy for ServerPolicy {
-    fn generate(&self, request: GenerateRequest) -> BoxFuture<'_, Result<Generated, PolicyError>> {
+    async fn generate(&self, request: GenerateRequest) -> Result<Generated, PolicyError> {
         let inner = self.inner.clone();
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || inner.generate(&request))
-                .await
-                .map_err(|e| PolicyError(format!("the server request's task failed: {e}")))?
-        })
+        tokio::task::spawn_blocking(move || inner.generate(&request))
+            .await
+            .map_err(|e| PolicyError(format!("the server request's task failed: {e}")))?
     }
 }
 
