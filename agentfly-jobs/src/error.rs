@@ -2,7 +2,7 @@
 //! to do.
 
 use agentfly_core::data::DataError;
-use agentfly_trainer::io::smollm2::FetchError;
+use agentfly_model::io::smollm2::FetchError;
 use agentfly_trainer::run::{ConfigError, TrainError};
 use std::path::PathBuf;
 

@@ -18,7 +18,7 @@
 //! cargo bench -p agentfly-trainer --bench training
 //! ```
 
-use agentfly_trainer::Pretrained;
+use agentfly_model::Pretrained;
 use agentfly_trainer::train::{
     Actor, OptimConfig, Packed, PolicyRow, TrainSection, clip_grad_norm, policy_update, sft_loss,
     token_logprobs,
@@ -29,7 +29,12 @@ use rand::{Rng, SeedableRng};
 use serde_json::json;
 use std::time::Instant;
 
-mod common;
+use agentfly_testdata::bench as common;
+
+// As in the `agentfly` binary: freed memory is kept for the next step
+// (agentfly_model::alloc); `main` calls `retain_freed_memory` first.
+#[global_allocator]
+static ALLOC: agentfly_model::alloc::Allocator = agentfly_model::alloc::Allocator;
 
 const BATCH: usize = 4;
 const SEQ: usize = 512;
@@ -40,7 +45,7 @@ const RUNS: usize = 3;
 const LORA_RANK: usize = 16;
 
 fn main() {
-    agentfly_trainer::alloc::retain_freed_memory();
+    agentfly_model::alloc::retain_freed_memory();
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--list") {
         return;
@@ -139,8 +144,8 @@ fn device() -> burn::tensor::Device {
     let name = std::env::var("AGENTFLY_DEVICE").unwrap_or_else(|_| "cpu".into());
     // As a run trains by default (`train.gradient_checkpointing`).
     let checkpointing = TrainSection::default().gradient_checkpointing;
-    agentfly_trainer::device::training(
-        agentfly_trainer::device::parse_device(&name).expect("device"),
+    agentfly_model::device::training(
+        agentfly_model::device::parse_device(&name).expect("device"),
         checkpointing,
     )
 }
@@ -186,7 +191,7 @@ fn lm_shape(lora: bool) -> serde_json::Value {
     };
     let mut optim = config.init();
     let mut decoder = Some(if lora {
-        let config = agentfly_trainer::model::LoraConfig {
+        let config = agentfly_model::model::LoraConfig {
             rank: LORA_RANK,
             alpha: 32.0,
             ..Default::default()

@@ -6,17 +6,17 @@
 //! With `BF16=1`, as `[model] bf16` trains: the products in bf16 on AMX, the weights dithered.
 //! `cargo run --release -p agentfly-trainer --example rl_update_profile -- target/runs/wiki-qa-r4/code/evals/final.json 40 2`
 
-use agentfly_trainer::Pretrained;
+use agentfly_model::Pretrained;
 use agentfly_trainer::train::{
     Actor, OptimConfig, PolicyRow, Reference, TrainSection, policy_update, share_prefixes,
 };
 use std::time::Instant;
 
 #[global_allocator]
-static ALLOC: agentfly_trainer::alloc::Allocator = agentfly_trainer::alloc::Allocator;
+static ALLOC: agentfly_model::alloc::Allocator = agentfly_model::alloc::Allocator;
 
 fn main() {
-    agentfly_trainer::alloc::retain_freed_memory();
+    agentfly_model::alloc::retain_freed_memory();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let file = args.first().expect("an evaluation file (evals/final.json)");
     let count: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(40);
@@ -51,12 +51,12 @@ fn main() {
     );
 
     let section = TrainSection::default();
-    let device = agentfly_trainer::device::parse_device("cpu").expect("cpu");
+    let device = agentfly_model::device::parse_device("cpu").expect("cpu");
     let train_device =
-        agentfly_trainer::device::training(device.clone(), section.gradient_checkpointing);
+        agentfly_model::device::training(device.clone(), section.gradient_checkpointing);
     let bf16 = std::env::var_os("BF16").is_some();
     let load = |device| {
-        let mut model = Pretrained::load(agentfly_trainer::io::smollm2::DEFAULT_MODEL, device)
+        let mut model = Pretrained::load(agentfly_model::io::smollm2::DEFAULT_MODEL, device)
             .expect("load SmolLM2");
         if bf16 {
             assert!(model.decoder.use_bf16_products(true), "no AMX here");

@@ -5,17 +5,17 @@
 //! `DITHERED=1` they stay f32 at the weights bf16 starts from (dithered within their bf16
 //! cells, `Decoder::dither_for_bf16`).
 
-use agentfly_trainer::Pretrained;
+use agentfly_model::Pretrained;
 use agentfly_trainer::train::{OptimConfig, Packed, clip_grad_norm, sft_loss, token_logprobs};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor, TensorData};
 use std::time::Instant;
 
 #[global_allocator]
-static ALLOC: agentfly_trainer::alloc::Allocator = agentfly_trainer::alloc::Allocator;
+static ALLOC: agentfly_model::alloc::Allocator = agentfly_model::alloc::Allocator;
 
 fn main() {
-    agentfly_trainer::alloc::retain_freed_memory();
+    agentfly_model::alloc::retain_freed_memory();
     let args: Vec<usize> = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse().ok())
@@ -30,7 +30,7 @@ fn main() {
     } else {
         Device::flex().autodiff()
     };
-    let model = Pretrained::load(agentfly_trainer::io::smollm2::DEFAULT_MODEL, &device).unwrap();
+    let model = Pretrained::load(agentfly_model::io::smollm2::DEFAULT_MODEL, &device).unwrap();
     let vocab = model.config.vocab_size as u32;
     let seqs: Vec<Vec<u32>> = (0..batch)
         .map(|b| {

@@ -2,7 +2,7 @@
 //! policy or the environment was lost) apart from wrong answers, retries them, and is an
 //! error when too many still fail, so that no job caches a lowered accuracy.
 
-mod common;
+use agentfly_testdata::support as common;
 
 use agentfly_core::data::read_jsonl;
 use agentfly_trainer::run::{TrainError, Trainer};

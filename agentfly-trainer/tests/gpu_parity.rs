@@ -9,12 +9,12 @@
 
 #![cfg(any(feature = "wgpu", feature = "cuda"))]
 
-mod common;
+use agentfly_testdata::support as common;
 
-use agentfly_trainer::Pretrained;
-use agentfly_trainer::device::parse_device;
-use agentfly_trainer::generate::{SamplingParams, generate};
-use agentfly_trainer::io::Weights;
+use agentfly_engine::generate::{SamplingParams, generate};
+use agentfly_model::Pretrained;
+use agentfly_model::device::parse_device;
+use agentfly_model::io::Weights;
 use agentfly_trainer::run::Trainer;
 use agentfly_trainer::train::{
     Actor, OptimConfig, PolicyRow, StepReport, TrainSection, policy_update,
@@ -95,7 +95,7 @@ fn close_logprobs(gpu: &[f32], cpu: &[f32]) {
 fn one_update(device: Device) -> (StepReport, Weights) {
     let model = Pretrained::load(
         common::fixtures().join("tiny-qwen2"),
-        &agentfly_trainer::device::training(device, false),
+        &agentfly_model::device::training(device, false),
     )
     .unwrap();
     // Large enough that every trained weight moves by ~1e-3, well above the tolerance.

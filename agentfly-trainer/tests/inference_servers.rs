@@ -7,7 +7,7 @@
 //! and that a server which does not serve the pushed weights fails the push. The same loop
 //! against a real server, llama.cpp's, is `llama_server.rs`.
 
-mod common;
+use agentfly_testdata::support as common;
 
 use common::tiny_chat::{tiny_chat_model, weights, write_config};
 use serde_json::Value;

@@ -13,15 +13,15 @@
 //! (one at a time: each runs servers, and two at once on 2 cores take minutes)
 //! (`AGENTFLY_LLAMA_SERVER` names another binary).
 
-mod common;
+use agentfly_testdata::support as common;
 
 use agentfly_core::Sample;
 use agentfly_core::rollout::{Policy, RolloutOutput};
-use agentfly_trainer::Pretrained;
-use agentfly_trainer::engine::{Engine, EngineConfig};
-use agentfly_trainer::io::GgufDtype;
+use agentfly_engine::engine::{Engine, EngineConfig};
+use agentfly_engine::server::{LlamaServerConfig, LlamaServers, ServerConfig, ServerPolicy};
+use agentfly_model::Pretrained;
+use agentfly_model::io::GgufDtype;
 use agentfly_trainer::run::Trainer;
-use agentfly_trainer::server::{LlamaServerConfig, LlamaServers, ServerConfig, ServerPolicy};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

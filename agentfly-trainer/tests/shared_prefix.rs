@@ -5,9 +5,9 @@
 //! also where the rows have learned tokens in common (chains that sampled the same first
 //! turn), which the prefix's own pass computes once for all of them.
 
-mod common;
+use agentfly_testdata::support as common;
 
-use agentfly_trainer::Pretrained;
+use agentfly_model::Pretrained;
 use agentfly_trainer::train::{
     Actor, OptimConfig, Packed, PolicyRow, StepReport, TrainSection, logprobs_at,
     logprobs_of_hidden, policy_update, share_prefixes,

@@ -2,10 +2,10 @@
 //! exactly zero gradient, autodiff gradients match finite differences, micro-batches add
 //! up to the batch, and AdamW steps lower the SFT loss.
 
-mod common;
+use agentfly_testdata::support as common;
 
-use agentfly_trainer::Pretrained;
-use agentfly_trainer::model::Decoder;
+use agentfly_model::Pretrained;
+use agentfly_model::model::Decoder;
 use agentfly_trainer::train::{
     KlEstimator, LossAggregation, OptimConfig, Packed, PolicyLossConfig, PolicyLossInput,
     aggregation_weights, clip_grad_norm, grad_norm, logprobs_from_logits, policy_loss, sft_loss,

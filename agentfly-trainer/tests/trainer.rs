@@ -3,12 +3,12 @@
 //! checkpoint is atomic, and a resumed run ends with exactly the weights of a run that was
 //! never interrupted. Config mistakes name the file and the key.
 
-mod common;
+use agentfly_testdata::support as common;
 
 use common::tiny_chat::{chat_model, flat, tiny_chat_model, weights, write_config};
 
 use agentfly_core::reward;
-use agentfly_trainer::Pretrained;
+use agentfly_model::Pretrained;
 use agentfly_trainer::run::{Trainer, TrainerConfig};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -148,7 +148,7 @@ fn lora_trains_only_the_adapters_and_resumes_exactly() {
 /// that a failure).
 #[test]
 fn bf16_products_train_and_resume_exactly() {
-    if agentfly_trainer::model::amx::available() {
+    if agentfly_model::model::amx::available() {
         resume_equivalence("{ name = \"grpo\" }", false, true);
         return;
     }

@@ -1,4 +1,4 @@
-"""The PyTorch side of `cargo run --release -p agentfly-trainer --example amx_matmul`: the
+"""The PyTorch side of `cargo run --release -p agentfly-model --example amx_matmul`: the
 same products at the same shapes, in f32 and in bf16 (bf16 tensors: oneDNN, which runs them
 on AMX where the CPU has it). Prints one JSON object: label -> {"f32": GFLOP/s, "bf16": ...},
 best of `--runs`."""

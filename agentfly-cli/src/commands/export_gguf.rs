@@ -2,7 +2,7 @@
 //! written as a GGUF file for llama.cpp, with the metadata of the GGUF it started from.
 
 use super::model_args::ModelArgs;
-use agentfly_trainer::io::GgufDtype;
+use agentfly_model::io::GgufDtype;
 use anyhow::Context;
 use std::path::PathBuf;
 use std::process::ExitCode;

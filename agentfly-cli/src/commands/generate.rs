@@ -2,7 +2,7 @@
 
 use super::model_args::ModelArgs;
 use agentfly_core::chat::Conversation;
-use agentfly_trainer::generate::{FinishReason, SamplingParams, generate};
+use agentfly_engine::generate::{FinishReason, SamplingParams, generate};
 use anyhow::{Context, bail};
 use serde_json::json;
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! `agentfly logits`: one forward pass, logits written as safetensors.
 
 use super::model_args::ModelArgs;
-use agentfly_trainer::io::{HostTensor, Weights, write_safetensors};
+use agentfly_model::io::{HostTensor, Weights, write_safetensors};
 use anyhow::{Context, bail};
 use burn::tensor::{Int, Tensor, TensorData};
 use std::path::PathBuf;

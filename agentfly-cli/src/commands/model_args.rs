@@ -1,8 +1,8 @@
 //! The options every model command shares: which model, on which device, in which
 //! precision.
 
-use agentfly_trainer::Pretrained;
-use agentfly_trainer::device::parse_device;
+use agentfly_model::Pretrained;
+use agentfly_model::device::parse_device;
 use anyhow::Context;
 use std::path::PathBuf;
 

@@ -115,6 +115,29 @@ impl CellOutput {
 }
 
 /// A persistent Python interpreter in a sandbox; an [`Env`], leased per chain.
+///
+/// ```
+/// use agentfly_core::env::Env;
+/// use agentfly_envs::{PythonSandbox, SandboxConfig};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = tokio::runtime::Runtime::new()?;
+/// runtime.block_on(async {
+///     let mut sandbox = PythonSandbox::start(SandboxConfig::default()).await?;
+///     // Variables persist between the calls of one chain, like a notebook's cells.
+///     sandbox.run("x = 6 * 7").await;
+///     assert_eq!(sandbox.run("print(x)").await.render(), "42");
+///     // An exception is output the model reads, not a failure of the sandbox.
+///     let out = sandbox.run("1 / 0").await;
+///     assert!(out.is_error() && out.render().contains("ZeroDivisionError"));
+///     // Back in its pool, the next chain gets an interpreter no chain has touched.
+///     sandbox.reset(None).await?;
+///     assert!(sandbox.run("print(x)").await.render().contains("NameError"));
+///     Ok::<_, Box<dyn std::error::Error>>(())
+/// })?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct PythonSandbox {
     config: SandboxConfig,
     supervisor: Option<Supervisor>,

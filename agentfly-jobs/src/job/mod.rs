@@ -22,8 +22,8 @@ use agentfly_core::Sample;
 use agentfly_core::data::read_jsonl as read_samples;
 use agentfly_core::env::{EnvPool, PoolConfig};
 use agentfly_envs::RemoteEnv;
+use agentfly_model::io::smollm2;
 use agentfly_tools::sandbox::{self, Purpose};
-use agentfly_trainer::io::smollm2;
 use agentfly_trainer::run::{
     EvalReport, SFT_MODEL, SftReport, StepMetrics, Trainer, TrainerConfig,
 };

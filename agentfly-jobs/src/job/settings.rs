@@ -5,13 +5,13 @@
 use super::task::{CallFormat, Task};
 use crate::calculator::options::{Algorithm, RunArgs};
 use agentfly_core::rl::Estimator;
+use agentfly_engine::server::LlamaServerConfig;
+use agentfly_model::model::LoraConfig;
 use agentfly_tools::tasks::arithmetic::SplitSizes;
-use agentfly_trainer::model::LoraConfig;
 use agentfly_trainer::run::{
     AgentSection, AlgorithmSection, DataSection, EvalSection, ModelSection, OutputSection,
     RolloutSection, RowShape, SftSection, TrainSection, TrainerConfig,
 };
-use agentfly_trainer::server::LlamaServerConfig;
 use agentfly_trainer::train::{LossAggregation, OptimConfig, PolicyLossConfig};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

@@ -2,8 +2,8 @@
 //! position, written to a temporary directory and renamed into place, so a crash leaves
 //! either the previous checkpoint or the new one, never half of one.
 
-use crate::model::Decoder;
 use crate::train::{Critic, OptimConfig, ValueHead};
+use agentfly_model::model::Decoder;
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};

@@ -1,10 +1,10 @@
 //! The training run's TOML configuration. Errors name the file and the key.
 
-use crate::engine::EngineConfig;
-use crate::server::{ExternalServersConfig, LlamaServerConfig};
 use crate::train::{OptimConfig, TrainSection};
 use agentfly_core::rl::Estimator;
 use agentfly_core::rollout::ChainConfig;
+use agentfly_engine::engine::EngineConfig;
+use agentfly_engine::server::{ExternalServersConfig, LlamaServerConfig};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -69,7 +69,7 @@ pub struct TrainerConfig {
     pub sft: Option<SftSection>,
     /// Train low-rank adapters instead of every weight (SFT and RL alike).
     #[serde(default)]
-    pub lora: Option<crate::model::LoraConfig>,
+    pub lora: Option<agentfly_model::model::LoraConfig>,
     /// Where checkpoints, metrics and the final model go.
     pub output: OutputSection,
     /// What a held-out evaluation tolerates.
@@ -327,6 +327,27 @@ fn toml_error(text: &str, e: &toml::de::Error) -> String {
 
 impl TrainerConfig {
     /// Reads a TOML file; relative paths in it are relative to the file's directory.
+    ///
+    /// ```
+    /// use agentfly_trainer::run::TrainerConfig;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("run.toml");
+    /// let required = "[model]\npath = \"model.gguf\"\n[data]\ntrain = \"train.jsonl\"\n\
+    ///                 [agent]\ntools = []\nreward = \"exact\"\n[output]\ndir = \"out\"\n";
+    /// std::fs::write(&path, required)?;
+    /// let config = TrainerConfig::load(&path)?;
+    /// assert_eq!(config.rollout.chains, 4); // everything else has a default
+    /// assert_eq!(config.data.train, dir.path().join("train.jsonl")); // beside the file
+    ///
+    /// // A mistake names the file, the line and the key.
+    /// std::fs::write(&path, format!("{required}[rollout]\nchians = 8\n"))?;
+    /// let error = TrainerConfig::load(&path).unwrap_err().to_string();
+    /// assert!(error.contains("line 11") && error.contains("chians"), "{error}");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         let path = path.as_ref();
         let error = |message: String| ConfigError {
@@ -407,7 +428,7 @@ impl TrainerConfig {
                      [rollout.servers], not both"
                     .into());
             }
-            crate::server::WeightSync::new(servers)
+            agentfly_engine::server::WeightSync::new(servers)
                 .map_err(|e| format!("rollout.servers: {}", e.0))?;
         }
         if self.rollout.samples_per_step == 0 {

@@ -1,9 +1,9 @@
 //! What stops a training run.
 
 use super::config::ConfigError;
-use crate::ModelError;
 use agentfly_core::RegistryError;
 use agentfly_core::data::DataError;
+use agentfly_model::ModelError;
 use std::path::{Path, PathBuf};
 
 /// A run that cannot start or go on.

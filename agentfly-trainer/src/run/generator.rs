@@ -7,17 +7,17 @@
 
 use super::checkpoint;
 use super::error::{TrainError, io};
-use crate::Pretrained;
-use crate::engine::Engine;
-use crate::io::{GgufDtype, GgufFile, save_weights};
-use crate::model::{Decoder, ModelConfig, Rope};
-use crate::server::probe::{PROBE_TEXT, Probe};
-use crate::server::{
-    ExternalServersConfig, LlamaServerConfig, LlamaServers, ServerConfig, ServerPolicy, WeightSync,
-};
 use crate::sync::lock;
 use crate::train::token_logprobs;
 use agentfly_core::rollout::Policy;
+use agentfly_engine::engine::Engine;
+use agentfly_engine::server::probe::{PROBE_TEXT, Probe};
+use agentfly_engine::server::{
+    ExternalServersConfig, LlamaServerConfig, LlamaServers, ServerConfig, ServerPolicy, WeightSync,
+};
+use agentfly_model::Pretrained;
+use agentfly_model::io::{GgufDtype, GgufFile, save_weights};
+use agentfly_model::model::{Decoder, ModelConfig, Rope};
 use burn::tensor::{Int, Tensor, TensorData};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

@@ -5,9 +5,9 @@ use super::batch::PENDING_FILE;
 use super::checkpoint::{self, RunState};
 use super::error::{TrainError, io};
 use super::trainer::Trainer;
-use crate::Pretrained;
-use crate::model::Rope;
 use crate::sync::lock;
+use agentfly_model::Pretrained;
+use agentfly_model::model::Rope;
 use std::path::{Path, PathBuf};
 
 /// Where a checkpoint or a saved model keeps the adapters alone (PEFT's layout), when the
@@ -17,11 +17,11 @@ pub const ADAPTER_DIR: &str = "adapter";
 impl Trainer {
     /// Writes the adapters alone into `dir/adapter` in PEFT's layout (nothing without
     /// `[lora]`).
-    fn write_adapter(&self, dir: &Path) -> Result<(), crate::ModelError> {
+    fn write_adapter(&self, dir: &Path) -> Result<(), agentfly_model::ModelError> {
         let Some(lora) = &self.config.lora else {
             return Ok(());
         };
-        crate::model::save_adapter(
+        agentfly_model::model::save_adapter(
             self.actor.decoder(),
             &self.model_config,
             lora,
@@ -47,7 +47,7 @@ impl Trainer {
     /// there, so a run keeps one copy of each set of weights on disk (the checkpoint after
     /// SFT shares `sft-model`'s, the final model the last checkpoint's); written afresh
     /// otherwise, or where links cannot be made.
-    fn write_model(&self, dir: &Path) -> Result<(), crate::ModelError> {
+    fn write_model(&self, dir: &Path) -> Result<(), agentfly_model::ModelError> {
         write_model_files(self.written_now().as_deref(), dir, |dir| {
             self.pretrained().save(dir)
         })
@@ -180,7 +180,11 @@ struct CheckpointFiles {
     link_from: Option<PathBuf>,
     model: Pretrained,
     /// The adapted policy, its adapters' settings and the base model's name (`[lora]`).
-    adapter: Option<(crate::model::Decoder, crate::model::LoraConfig, String)>,
+    adapter: Option<(
+        agentfly_model::model::Decoder,
+        agentfly_model::model::LoraConfig,
+        String,
+    )>,
     optimizer: burn::optim::ModuleOptimizer,
     critic: Option<(crate::train::ValueHead, burn::optim::ModuleOptimizer)>,
     pending: Option<String>,
@@ -197,7 +201,7 @@ impl CheckpointFiles {
                 self.model.save(dir)
             });
             let adapter = written.and_then(|()| match &self.adapter {
-                Some((decoder, lora, base)) => crate::model::save_adapter(
+                Some((decoder, lora, base)) => agentfly_model::model::save_adapter(
                     decoder,
                     &self.model.config,
                     lora,
@@ -235,8 +239,8 @@ const WEIGHTS_FILE: &str = "model.safetensors";
 fn write_model_files(
     link_from: Option<&Path>,
     dir: &Path,
-    save: impl FnOnce(&Path) -> Result<(), crate::ModelError>,
-) -> Result<(), crate::ModelError> {
+    save: impl FnOnce(&Path) -> Result<(), agentfly_model::ModelError>,
+) -> Result<(), agentfly_model::ModelError> {
     if let Some(from) = link_from {
         if link_files(from, dir).is_ok() {
             return Ok(());

@@ -12,16 +12,16 @@ use super::sampler::Sampler;
 use super::save::ADAPTER_DIR;
 use super::sft::SFT_MODEL;
 use super::trainer::{Chains, Trainer};
-use crate::Pretrained;
-use crate::device::parse_device;
-use crate::engine::Engine;
-use crate::model::Rope;
-use crate::server::LlamaServerConfig;
 use crate::train::{Actor, Critic, Reference, ValueHead};
 use agentfly_core::data::read_jsonl;
 use agentfly_core::env::{EnvPools, PoolConfig};
 use agentfly_core::rollout::format::format_by_name;
 use agentfly_core::{Rewards, Toolbox};
+use agentfly_engine::engine::Engine;
+use agentfly_engine::server::LlamaServerConfig;
+use agentfly_model::Pretrained;
+use agentfly_model::device::parse_device;
+use agentfly_model::model::Rope;
 use std::path::Path;
 
 impl Trainer {
@@ -52,7 +52,7 @@ impl Trainer {
             message,
         };
         config.validate().map_err(invalid)?;
-        crate::alloc::retain_freed_memory();
+        agentfly_model::alloc::retain_freed_memory();
         let toolbox = Toolbox::from_names(&config.agent.tools)?;
         let rewards = Rewards::from_names(std::slice::from_ref(&config.agent.reward))?;
         let format = format_by_name(&config.agent.format).expect("validated");
@@ -88,12 +88,12 @@ impl Trainer {
         // Loaded once, on the autodiff device; the engine serves a copy without autodiff,
         // as it does after every update.
         let train_device =
-            crate::device::training(device.clone(), config.train.gradient_checkpointing);
+            agentfly_model::device::training(device.clone(), config.train.gradient_checkpointing);
         let mut trained = Pretrained::load(&source, &train_device)?;
         if let Some(lora) = &config.lora {
             trained.decoder = match &checkpoint {
                 Some(dir) => {
-                    let mut weights = crate::model::read_adapter(&dir.join(ADAPTER_DIR))?;
+                    let mut weights = agentfly_model::model::read_adapter(&dir.join(ADAPTER_DIR))?;
                     trained
                         .decoder
                         .with_lora_weights(&trained.config, lora, &mut weights)?
@@ -258,7 +258,11 @@ const BF16_DITHER_SEED: u64 = 0xbf16;
 /// `[model] bf16`: the decoder's products of many rows in bf16 on AMX, its weights dithered
 /// within their bf16 cells first when they come from the base model (`fresh`); an error
 /// where the CPU has no AMX or the model is not on the CPU.
-fn bf16_products(decoder: &mut crate::model::Decoder, on: bool, fresh: bool) -> Result<(), String> {
+fn bf16_products(
+    decoder: &mut agentfly_model::model::Decoder,
+    on: bool,
+    fresh: bool,
+) -> Result<(), String> {
     if !on {
         return Ok(());
     }

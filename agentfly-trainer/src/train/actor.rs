@@ -4,7 +4,7 @@
 use super::optim::OptimConfig;
 use super::rows::{PolicyRow, micro_batches_of};
 use super::score::score;
-use crate::model::{Decoder, Rope};
+use agentfly_model::model::{Decoder, Rope};
 use burn::optim::{GradientsParams, ModuleOptimizer};
 
 /// The policy being trained and its optimizer.

@@ -6,7 +6,7 @@
 //! [`AdamWState`], so checkpoints are the same either way; tensors on other backends go
 //! through Burn's `AdamW`.
 
-use crate::model::vector::zeros;
+use agentfly_model::model::vector::zeros;
 use burn::backend::flex::FlexTensor;
 use burn::backend::{BackendTensor, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind};
 use burn::optim::{AdamW, AdamWConfig, AdamWState, AdaptiveMomentumState, LearningRate, Optimizer};

@@ -2,7 +2,7 @@
 //! micro-batch: `gather(target) − logsumexp`, never a full-vocabulary log-softmax kept
 //! around.
 
-use crate::model::{Decoder, Rope};
+use agentfly_model::model::{Decoder, Rope};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 /// Sequences right-padded into one `[batch, len]` id tensor. Padding sits after each

@@ -5,7 +5,7 @@
 use super::actor::Actor;
 use super::rows::{PolicyRow, micro_batches_of};
 use super::score::score;
-use crate::model::{Decoder, Rope};
+use agentfly_model::model::{Decoder, Rope};
 
 /// The frozen reference model (any device; never trained).
 #[derive(Debug)]

@@ -168,7 +168,7 @@ pub fn share_prefixes(on: bool) {
 
 /// How many leading tokens the rows `group` all begin with, leaving each row at least one
 /// token past them: what one pass computes once for all of them
-/// ([`crate::model::Decoder::hidden_of_prefix_and_rows`]). Positions the rows learn from
+/// ([`agentfly_model::model::Decoder::hidden_of_prefix_and_rows`]). Positions the rows learn from
 /// may lie in it (chains that sampled the same first turn): the rows' hidden states there
 /// are the prefix's. 0 for a single row, a prefix shorter than [`MIN_SHARED_PREFIX`], rows
 /// to score at every position, or with sharing turned off.

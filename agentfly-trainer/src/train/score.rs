@@ -6,7 +6,7 @@ use super::logprobs::{
 };
 use super::rows::{Picks, PolicyRow, picks, shared_prefix};
 use super::value::ValueHead;
-use crate::model::{Decoder, Rope};
+use agentfly_model::model::{Decoder, Rope};
 use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
 use std::collections::HashMap;

@@ -7,7 +7,7 @@ model: it samples token ids uniformly from the first VOCAB ids (seeded by the re
 seed for vLLM, unseeded for SGLang, as those servers do by default), and reports each one's log-probability as ln(1/VOCAB). A weight push is
 checked (the directory holds `config.json` and a `model.safetensors` whose header parses)
 and recorded. Neither vLLM nor SGLang runs without a CUDA GPU, so this is what the
-repository's tests can check against; see README, "Beyond one machine".
+repository's tests can check against; see docs/scaling.md.
 
     python3 stand_in.py vllm|vllm-0.10.1|sglang VOCAB
 

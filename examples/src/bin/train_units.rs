@@ -11,9 +11,9 @@ use agentfly_trainer::run::Trainer;
 agentfly_core::link!(agentfly_tools, agentfly_examples);
 
 // Freed training memory is kept for the next step instead of going back to the OS
-// (agentfly_trainer::alloc).
+// (agentfly_model::alloc).
 #[global_allocator]
-static ALLOC: agentfly_trainer::alloc::Allocator = agentfly_trainer::alloc::Allocator;
+static ALLOC: agentfly_model::alloc::Allocator = agentfly_model::alloc::Allocator;
 
 fn main() -> anyhow::Result<()> {
     let config = std::env::args()

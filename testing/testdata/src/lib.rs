@@ -8,9 +8,14 @@
 //!   `cargo test --workspace`.
 //!
 //! A missing piece fails the test with a message that names the command to run; nothing is
-//! skipped in silence.
+//! skipped in silence. [`support`] holds what the model, engine and trainer tests share
+//! (reference tensors, the tiny chat model, calculator rollouts), [`bench`] what their
+//! benchmarks share.
 
 #![warn(missing_docs)]
+
+pub mod bench;
+pub mod support;
 
 use std::path::{Path, PathBuf};
 
@@ -48,7 +53,7 @@ pub fn fixture(path: impl AsRef<Path>) -> PathBuf {
 /// The SmolLM2-135M-Instruct GGUF (`AGENTFLY_SMOLLM2` names another copy).
 pub fn smollm2_gguf() -> PathBuf {
     let path = std::env::var_os("AGENTFLY_SMOLLM2").map_or_else(
-        || repo().join(agentfly_trainer::io::smollm2::DEFAULT_MODEL),
+        || repo().join(agentfly_model::io::smollm2::DEFAULT_MODEL),
         PathBuf::from,
     );
     require(

@@ -1,5 +1,6 @@
 //! The repository's layout rules, checked on its own sources: every crate at the top level
-//! (test-only crates under `testing/`), no source file over 600 lines (test modules not
+//! (test-only crates under `testing/`), the model, engine and trainer crates depending one
+//! way with none over 40% of the code, no source file over 600 lines (test modules not
 //! counted), no module that imports from a module that imports it back (re-exports
 //! followed to where an item is defined), and no code that reads the shared folder beside
 //! the repository (a clone tests itself).
@@ -455,4 +456,70 @@ fn the_checker_sees_a_cycle_through_a_reexport_and_nothing_else() {
         }]
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The workspace crates (`agentfly-*`) a member names in its `[dependencies]`.
+fn workspace_dependencies(member: &str) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(repo().join(member).join("Cargo.toml")).unwrap();
+    let section = text
+        .split("\n[dependencies]\n")
+        .nth(1)
+        .map_or("", |s| s.split("\n[").next().unwrap_or(""));
+    section
+        .lines()
+        .filter_map(|line| line.split(['.', ' ', '=']).next())
+        .filter(|name| name.starts_with("agentfly-"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_model_engine_and_trainer_depend_one_way() {
+    let allowed: [(&str, &[&str]); 4] = [
+        ("agentfly-core", &["agentfly-macros"]),
+        ("agentfly-model", &["agentfly-core"]),
+        ("agentfly-engine", &["agentfly-core", "agentfly-model"]),
+        (
+            "agentfly-trainer",
+            &["agentfly-core", "agentfly-model", "agentfly-engine"],
+        ),
+    ];
+    for (member, may) in allowed {
+        let uses = workspace_dependencies(member);
+        let extra: Vec<_> = uses.iter().filter(|d| !may.contains(&d.as_str())).collect();
+        assert!(
+            extra.is_empty(),
+            "{member} may depend on {may:?} only (trainer → engine → model → core), not {extra:?}"
+        );
+    }
+    // The parser sees what it should: the trainer names both crates below it.
+    assert!(workspace_dependencies("agentfly-trainer").contains("agentfly-engine"));
+}
+
+#[test]
+fn no_crate_holds_more_than_40_percent_of_the_code() {
+    let mut sizes = BTreeMap::new();
+    for member in members() {
+        let mut files = Vec::new();
+        rust_files(&repo().join(&member).join("src"), &mut files);
+        let lines: usize = files
+            .iter()
+            .map(|f| {
+                non_test(&std::fs::read_to_string(f).unwrap())
+                    .lines()
+                    .count()
+            })
+            .sum();
+        sizes.insert(member, lines);
+    }
+    let total: usize = sizes.values().sum();
+    for (member, lines) in &sizes {
+        let share = *lines as f64 / total as f64;
+        println!("{member}: {lines} lines, {:.0}%", share * 100.0);
+        assert!(
+            share <= 0.40,
+            "{member} holds {:.0}% of the workspace's {total} lines of code: split it",
+            share * 100.0
+        );
+    }
 }
