@@ -104,8 +104,38 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", one_line(&e));
             ExitCode::from(2)
         }
+    }
+}
+
+/// The error and its causes on one line, leaving out a cause whose text the line already
+/// holds (errors that print their source, as `{path}: {source}` does, would say it twice).
+fn one_line(error: &anyhow::Error) -> String {
+    let mut line = error.to_string();
+    for cause in error.chain().skip(1) {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn a_cause_the_message_already_holds_is_said_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let error = agentfly_core::data::pypi::FetchError::Io {
+            path: "models/x.gguf".into(),
+            source: io,
+        };
+        let line = one_line(&anyhow::Error::new(error).context("fetching the model"));
+        assert_eq!(line, "fetching the model: models/x.gguf: no such file");
     }
 }

@@ -372,6 +372,33 @@ fn malformed_input_fails_with_a_one_line_reason_and_never_panics() {
 /// accuracy, naming the sample and the reason; a rollout, which reports what happened,
 /// names the reason in its summary.
 #[test]
+fn a_job_on_a_device_the_build_lacks_writes_nothing() {
+    // Refused before the run directory is made, so the corrected command is not refused as
+    // a rerun with other settings.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("model.gguf"), gguf_header(1, &[4])).unwrap();
+    let case = Case {
+        name: "a job on a device the build lacks",
+        files: Vec::new(),
+        args: args(&[
+            "calculator",
+            "--smoke",
+            "--device",
+            "tpu",
+            "--out",
+            "run",
+            "--model",
+            "model.gguf",
+        ]),
+        says: &[],
+    };
+    let (code, _, stderr) = run(dir.path(), &case);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--device tpu"), "{stderr}");
+    assert!(!dir.path().join("run").exists(), "{stderr}");
+}
+
+#[test]
 fn samples_the_reward_cannot_score_are_named_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     let model = agentfly_testdata::smollm2_gguf();

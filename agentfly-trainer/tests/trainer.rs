@@ -377,6 +377,19 @@ fn config_mistakes_name_the_file_and_the_key() {
         assert!(err.contains("chain.t"), "{to}: {err}");
     }
 
+    // A share of evaluation failures outside [0, 1] is refused.
+    std::fs::write(&path, format!("{text}\n[eval]\nmax_failures = 1.5\n")).unwrap();
+    let err = TrainerConfig::load(&path).unwrap_err().to_string();
+    assert!(err.contains("eval.max_failures"), "{err}");
+
+    // A device the build cannot use is found after the file is read, and still names it.
+    std::fs::write(&path, text.replace("[model]", "[model]\ndevice = \"tpu\"")).unwrap();
+    let err = Trainer::from_config_file(&path).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&path.display().to_string()) && err.contains("model.device"),
+        "{err}"
+    );
+
     // An empty training set is an error naming the file, not a division by zero.
     let empty = dir.path().join("empty.jsonl");
     std::fs::write(&empty, "").unwrap();

@@ -48,7 +48,7 @@ fn prepare_tools(
 pub fn train(args: TrainArgs) -> anyhow::Result<ExitCode> {
     let config = TrainerConfig::load(&args.config)?;
     prepare_tools(&config, Purpose::Train, args.allow_network)?;
-    let mut trainer = Trainer::new(config)?;
+    let mut trainer = Trainer::new(config).map_err(|e| e.in_file(&args.config))?;
     if trainer.step() > 0 {
         eprintln!(
             "resuming from step {} in {}",
@@ -115,7 +115,7 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
         ),
     };
     prepare_tools(&config, Purpose::Evaluate, true)?;
-    let trainer = Trainer::with_model(config, &model)?;
+    let trainer = Trainer::with_model(config, &model).map_err(|e| e.in_file(&args.config))?;
     let mut samples = read_jsonl(&data)?;
     if let Some(n) = args.limit {
         samples.truncate(n);

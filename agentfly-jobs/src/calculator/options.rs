@@ -43,8 +43,8 @@ pub struct RunArgs {
     /// RL's learning rate (default: the preset's, 2e-5, or ten times that with `--lora`).
     #[arg(long, value_parser = positive_rate)]
     pub lr: Option<f64>,
-    /// Weight of a KL penalty to the policy RL starts from (k3, in the loss; default 0:
-    /// the KL is only reported), as verl's `kl_loss_coef` and TRL's `beta`.
+    /// Weight of a KL penalty to the policy RL starts from (k3, in the loss; default 0: no
+    /// penalty and no KL computed), as verl's `kl_loss_coef` and TRL's `beta`.
     #[arg(long, value_parser = non_negative_weight, default_value_t = 0.0)]
     pub kl_coef: f32,
     /// The seed of rollouts and data order (the problems themselves use seed 0).

@@ -86,6 +86,11 @@ impl Job {
             Task::WikiQa(format) => Settings::wiki_qa(args, model, format),
             Task::TextWorld => Settings::textworld(args, model),
         };
+        // Before anything is written: a device this build cannot use would otherwise leave
+        // settings.json behind, and the corrected command would be refused as a rerun with
+        // other settings.
+        agentfly_model::device::parse_device(&settings.device)
+            .map_err(|e| JobError::State(format!("--device {}: {e}", settings.device)))?;
         task.prepare_process()?;
         let toolbox = agentfly_core::Toolbox::from_names(&task.tools())
             .map_err(|e| JobError::State(e.to_string()))?;

@@ -486,6 +486,9 @@ impl TrainerConfig {
         if !(0.0..=1.0).contains(&self.train.max_reward_failures) {
             return Err("train.max_reward_failures: a share between 0 and 1".into());
         }
+        if !(0.0..=1.0).contains(&self.eval.max_failures) {
+            return Err("eval.max_failures: a share between 0 and 1".into());
+        }
         Ok(())
     }
 }

@@ -102,3 +102,18 @@ pub(crate) fn io<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> TrainError 
         message: e.to_string(),
     }
 }
+
+impl TrainError {
+    /// Names `file` in a configuration error found after the file was read (a device or
+    /// bf16 setting the machine cannot honour), which the trainer can only label
+    /// `<config>`.
+    pub fn in_file(self, file: &Path) -> Self {
+        match self {
+            TrainError::Config(mut e) if e.path.as_os_str() == "<config>" => {
+                e.path = file.to_path_buf();
+                TrainError::Config(e)
+            }
+            other => other,
+        }
+    }
+}

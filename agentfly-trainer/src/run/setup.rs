@@ -27,7 +27,8 @@ use std::path::Path;
 impl Trainer {
     /// Reads the TOML file and builds the run (resuming from its latest checkpoint).
     pub fn from_config_file(path: impl AsRef<Path>) -> Result<Self, TrainError> {
-        Self::new(TrainerConfig::load(path)?)
+        let path = path.as_ref();
+        Self::new(TrainerConfig::load(path)?).map_err(|e| e.in_file(path))
     }
 
     /// Builds the run; when `output.dir` holds a checkpoint, continues from it.
