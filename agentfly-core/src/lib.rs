@@ -2,11 +2,11 @@
 //!
 //! | module | what lives there |
 //! |---|---|
-//! | [`tool`] | [`ToolSpec`] (what `#[tool]` registers), [`Toolbox`], [`Observation`], [`CallContext`] |
-//! | [`reward`] | [`RewardSpec`] (what `#[reward]` registers), [`Rewards`], [`RewardOutput`] |
+//! | [`tool`](mod@tool) | [`ToolSpec`] (what `#[tool]` registers), [`Toolbox`], [`Observation`], [`CallContext`] |
+//! | [`reward`](mod@reward) | [`RewardSpec`] (what `#[reward]` registers), [`Rewards`], [`RewardOutput`] |
 //! | [`registry`] | how registered items are found, duplicate names, [`link!`] |
 //! | [`origin`] | [`Origin`]: where a registered item is defined |
-//! | [`env`] | the [`Env`](env::Env) contract, bounded leasing pools |
+//! | [`env`](mod@env) | the [`Env`](env::Env) contract, bounded leasing pools |
 //! | [`chat`] | tokenizer and chat templates |
 //! | [`data`] | dataset samples, JSONL |
 //! | [`rollout`] | tool-call formats, the `Policy` contract, chains, trajectories, rollouts |

@@ -30,7 +30,7 @@
 //!     top_k: 0,
 //!     seed: 0,
 //! };
-//! let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+//! let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
 //! let generated = runtime.block_on(engine.generate(request))?;
 //! assert_eq!(generated.ids, [268, 506, 63]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -2,10 +2,10 @@
 //!
 //! Use them through `agentfly_core` (`use agentfly_core::{tool, reward};`): the code they
 //! emit names `agentfly_core::__private`, so a crate that uses them depends on
-//! `agentfly-core`. Each macro is a small pipeline — parse the options ([`options`]) and
-//! the function ([`signature`]), validate, expand ([`tool`], [`reward`]), driven by
-//! [`pipeline`] — and on error
-//! re-emits the function untouched next to the errors, so one mistake gives one message.
+//! `agentfly-core`. Each macro is a small pipeline — parse the options (module `options`)
+//! and the function (`signature`), validate, expand ([`tool`], [`reward`]), driven by
+//! `pipeline` — and on error re-emits the function untouched next to the errors, so one
+//! mistake gives one message.
 
 mod docs;
 mod options;

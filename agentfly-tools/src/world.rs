@@ -10,7 +10,7 @@
 //!   own score, the reward it summed and the steps taken are reported beside it.
 //!
 //! A world that crashes or stops answering ends the chain with
-//! [`ChainEnd::Error`](agentfly_core::ChainEnd) (the episode's state is gone); an action
+//! [`ChainEnd::Error`](agentfly_core::rollout::ChainEnd) (the episode's state is gone); an action
 //! the world rejects is an error the model reads, and the episode goes on.
 
 use agentfly_core::{Observation, RewardOutput, ToolErrorKind, reward, tool};

@@ -12,7 +12,7 @@ pub struct ModelArgs {
     /// A Hugging Face model directory or a .gguf file.
     #[arg(long)]
     pub model: PathBuf,
-    /// cpu (default), wgpu, or cuda[:N] (GPU backends need the wgpu / cuda features; ndarray
+    /// cpu (default), wgpu, cuda or cuda:N (GPU backends need the wgpu / cuda features; ndarray
     /// and tch, to compare CPU backends, their features).
     #[arg(long, default_value = "cpu")]
     pub device: String,

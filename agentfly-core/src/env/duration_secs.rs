@@ -1,4 +1,4 @@
-//! serde for a [`Duration`](std::time::Duration) written as seconds (`2.5`), as config
+//! serde for a [`Duration`] written as seconds (`2.5`), as config
 //! files write them: `#[serde(with = "agentfly_core::env::duration_secs")]`.
 
 use serde::{Deserialize, Deserializer, Serializer};

@@ -1,6 +1,6 @@
 //! Rollout: chains of generate → call tools → observe, and the trajectories they leave.
 //!
-//! - [`format`]: how tool calls are written and read (Hermes, ReAct, code-as-action);
+//! - [`format`](mod@format): how tool calls are written and read (Hermes, ReAct, code-as-action);
 //! - [`Policy`]: the model, token ids in, sampled ids and log-probs out;
 //! - [`ChainSetup::run`]: one chain, token-in/token-out with its loss mask;
 //! - [`Trajectory`]: what a chain leaves, whole (AgentFly) or one row per turn (L0);

@@ -46,7 +46,7 @@ pub enum ToolErrorKind {
     /// Not allowed from where it was made: a call from inside another tool over its limits.
     Refused,
     /// The chain's environment instance crashed or stopped answering, so its state (a
-    /// world's episode) is gone: the chain ends with [`ChainEnd::Error`](crate::ChainEnd).
+    /// world's episode) is gone: the chain ends with [`ChainEnd::Error`](crate::rollout::ChainEnd).
     EnvironmentLost,
 }
 

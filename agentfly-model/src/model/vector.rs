@@ -1,5 +1,5 @@
-//! Small CPU helpers of the fused operations ([`super::fused_attention`],
-//! [`super::swiglu`], [`super::decode_attention`], and the trainer's AdamW): a vectorised
+//! Small CPU helpers of the fused operations (`fused_attention`, `swiglu`,
+//! [`super::decode_attention`], and the trainer's AdamW): a vectorised
 //! `exp`, operands made contiguous, output tensors, and an output buffer shared by the
 //! parallel tasks that each write their own part of it.
 

@@ -9,7 +9,7 @@
 //!
 //! A missing piece fails the test with a message that names the command to run; nothing is
 //! skipped in silence. [`support`] holds what the model, engine and trainer tests share
-//! (reference tensors, the tiny chat model, calculator rollouts), [`bench`] what their
+//! (reference tensors, the tiny chat model, calculator rollouts), [`bench`](mod@bench) what their
 //! benchmarks share.
 
 #![warn(missing_docs)]
