@@ -44,7 +44,11 @@ fn call_calls_a_servers_tool_and_exits_1_on_its_error() {
     let path = root.join("a.txt").display().to_string();
     let args = serde_json::json!({ "path": path }).to_string();
     let out = agentfly(&["call", "--mcp", &files, "read_text_file", &args, "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let observation: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(observation["text"], "hello from a file");
     assert_eq!(observation["is_error"], false);
@@ -88,10 +92,18 @@ fn mcp_serve_answers_the_official_python_sdk() {
     assert_eq!(calls[0]["is_error"], false);
     // Our error observation, flagged isError for the client.
     assert_eq!(calls[1]["is_error"], true, "{seen}");
-    assert!(calls[1]["text"].as_str().unwrap().contains("division by zero"));
+    assert!(
+        calls[1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("division by zero")
+    );
     // A stateful tool keeps its environment within the session...
     assert_eq!(calls[3]["text"], "42", "{seen}");
     // ...and another session has its own.
     let again = &seen["second"]["calls"][0];
-    assert!(again["text"].as_str().unwrap().contains("NameError"), "{seen}");
+    assert!(
+        again["text"].as_str().unwrap().contains("NameError"),
+        "{seen}"
+    );
 }

@@ -92,7 +92,10 @@ impl McpServerConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let error = |message: String| ConfigError {
             server: if self.name.is_empty() {
-                self.command.clone().or(self.url.clone()).unwrap_or_default()
+                self.command
+                    .clone()
+                    .or(self.url.clone())
+                    .unwrap_or_default()
             } else {
                 self.name.clone()
             },
@@ -103,7 +106,9 @@ impl McpServerConfig {
         }
         match (&self.command, &self.url) {
             (Some(_), Some(_)) => {
-                return Err(error("give `command` (stdio) or `url` (HTTP), not both".into()));
+                return Err(error(
+                    "give `command` (stdio) or `url` (HTTP), not both".into(),
+                ));
             }
             (None, None) => return Err(error("give `command` (stdio) or `url` (HTTP)".into())),
             (None, Some(url)) if !url.starts_with("http://") => {
@@ -160,7 +165,12 @@ mod tests {
             url: Some("http://h/mcp".into()),
             ..McpServerConfig::default()
         };
-        assert!(both.validate().unwrap_err().to_string().contains("not both"));
+        assert!(
+            both.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("not both")
+        );
         let tls = McpServerConfig {
             name: "x".into(),
             url: Some("https://h/mcp".into()),

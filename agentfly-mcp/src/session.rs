@@ -52,7 +52,11 @@ impl McpSession {
     /// the configuration's start timeout.
     pub async fn connect(config: &McpServerConfig) -> Result<Self, EnvError> {
         let error = |message: String| EnvError {
-            message: format!("MCP server `{}` ({}): {message}", config.name, config.describe()),
+            message: format!(
+                "MCP server `{}` ({}): {message}",
+                config.name,
+                config.describe()
+            ),
         };
         let timeout = Duration::from_secs(config.start_timeout_secs);
         let (dir, connected) = match (&config.command, &config.url) {

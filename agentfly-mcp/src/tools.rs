@@ -212,9 +212,10 @@ impl McpServers {
             let first = McpSession::connect(config)
                 .await
                 .map_err(|e| McpError(e.message))?;
-            let listed = first.list_tools().await.map_err(|e| {
-                McpError(format!("MCP server `{}`: {e}", config.name))
-            })?;
+            let listed = first
+                .list_tools()
+                .await
+                .map_err(|e| McpError(format!("MCP server `{}`: {e}", config.name)))?;
             let chosen = choose(config, listed)?;
             let access = if config.shared {
                 Access::Shared(Mutex::new(Some(Arc::new(first))))
@@ -316,7 +317,12 @@ fn spec(server: &Arc<Server>, tool: Tool) -> &'static ToolSpec {
         .as_deref()
         .filter(|d| !d.trim().is_empty())
         .map_or_else(
-            || format!("The `{}` tool of the MCP server `{}`.", tool.name, config.name),
+            || {
+                format!(
+                    "The `{}` tool of the MCP server `{}`.",
+                    tool.name, config.name
+                )
+            },
             str::to_string,
         );
     // The toolbox's own timeout is a backstop: the call's own, shorter, ends the session.

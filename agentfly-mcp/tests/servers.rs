@@ -74,7 +74,12 @@ async fn the_memory_servers_tools_join_and_no_chain_sees_anothers_graph() {
         schema["function"]["parameters"]["properties"]["entities"].is_object(),
         "{schema}"
     );
-    assert!(!schema["function"]["description"].as_str().unwrap().is_empty());
+    assert!(
+        !schema["function"]["description"]
+            .as_str()
+            .unwrap()
+            .is_empty()
+    );
 
     let alice = json!({"entities": [
         {"name": "Alice", "entityType": "person", "observations": ["likes tea"]}
@@ -87,13 +92,21 @@ async fn the_memory_servers_tools_join_and_no_chain_sees_anothers_graph() {
     let seen = call(&toolbox, &mut a, "read_graph", json!({})).await;
     assert!(seen.text.contains("Alice"), "{}", seen.text);
     let other = call(&toolbox, &mut b, "read_graph", json!({})).await;
-    assert!(!other.is_error && !other.text.contains("Alice"), "{}", other.text);
+    assert!(
+        !other.is_error && !other.text.contains("Alice"),
+        "{}",
+        other.text
+    );
     // After chain A ends, the next chain gets a fresh session, not A's graph.
     drop(a);
     drop(b);
     let mut c = CallContext::new();
     let fresh = call(&toolbox, &mut c, "read_graph", json!({})).await;
-    assert!(!fresh.is_error && !fresh.text.contains("Alice"), "{}", fresh.text);
+    assert!(
+        !fresh.is_error && !fresh.text.contains("Alice"),
+        "{}",
+        fresh.text
+    );
     drop(c);
     servers.close().await;
 }
@@ -121,7 +134,13 @@ async fn the_filesystem_server_works_in_its_directory_and_its_refusals_are_obser
     );
     let mut ctx = CallContext::new();
     let path = |name: &str| root.join(name).display().to_string();
-    let read = call(&toolbox, &mut ctx, "read_text_file", json!({"path": path("notes.txt")})).await;
+    let read = call(
+        &toolbox,
+        &mut ctx,
+        "read_text_file",
+        json!({"path": path("notes.txt")}),
+    )
+    .await;
     assert_eq!(read.text.trim(), "the answer is 42", "{read:?}");
     let wrote = call(
         &toolbox,
@@ -135,12 +154,28 @@ async fn the_filesystem_server_works_in_its_directory_and_its_refusals_are_obser
         std::fs::read_to_string(root.join("out.txt")).unwrap(),
         "written by a tool"
     );
-    let listed = call(&toolbox, &mut ctx, "list_directory", json!({"path": path("")})).await;
+    let listed = call(
+        &toolbox,
+        &mut ctx,
+        "list_directory",
+        json!({"path": path("")}),
+    )
+    .await;
     assert!(listed.text.contains("out.txt"), "{}", listed.text);
     // Outside its directory the server refuses: an error observation the model reads.
-    let refused = call(&toolbox, &mut ctx, "read_text_file", json!({"path": "/etc/hostname"})).await;
+    let refused = call(
+        &toolbox,
+        &mut ctx,
+        "read_text_file",
+        json!({"path": "/etc/hostname"}),
+    )
+    .await;
     assert!(refused.is_error, "{refused:?}");
-    assert_eq!(refused.error_kind, Some(ToolErrorKind::ToolError), "{refused:?}");
+    assert_eq!(
+        refused.error_kind,
+        Some(ToolErrorKind::ToolError),
+        "{refused:?}"
+    );
     assert!(refused.text.contains("read_text_file"), "{}", refused.text);
     drop(ctx);
     servers.close().await;
@@ -157,17 +192,32 @@ async fn a_failing_hanging_garbled_or_crashing_server_loses_only_that_session() 
     assert_eq!(echo.text, "echo: hi");
     // isError: an observation the model reads; the session lives on.
     let failed = call(&toolbox, &mut ctx, "fail", json!({})).await;
-    assert!(failed.is_error && failed.text.contains("always fails"), "{failed:?}");
+    assert!(
+        failed.is_error && failed.text.contains("always fails"),
+        "{failed:?}"
+    );
     assert_eq!(failed.error_kind, Some(ToolErrorKind::ToolError));
     // Arguments that are not an object never reach the server.
     let bad = call(&toolbox, &mut ctx, "echo", json!([1, 2])).await;
-    assert_eq!(bad.error_kind, Some(ToolErrorKind::InvalidArguments), "{bad:?}");
+    assert_eq!(
+        bad.error_kind,
+        Some(ToolErrorKind::InvalidArguments),
+        "{bad:?}"
+    );
     for tool in ["hang", "garbage", "crash"] {
         let started = std::time::Instant::now();
         let lost = call(&toolbox, &mut ctx, tool, json!({})).await;
-        assert_eq!(lost.error_kind, Some(ToolErrorKind::EnvironmentLost), "{tool}: {lost:?}");
+        assert_eq!(
+            lost.error_kind,
+            Some(ToolErrorKind::EnvironmentLost),
+            "{tool}: {lost:?}"
+        );
         assert!(lost.text.contains("faulty"), "{tool}: {}", lost.text);
-        assert!(started.elapsed().as_secs() < 8, "{tool} took {:?}", started.elapsed());
+        assert!(
+            started.elapsed().as_secs() < 8,
+            "{tool} took {:?}",
+            started.elapsed()
+        );
         // The pool replaced the session: the next call works.
         let again = call(&toolbox, &mut ctx, "echo", json!({"text": tool})).await;
         assert_eq!(again.text, format!("echo: {tool}"), "after {tool}");
@@ -189,18 +239,27 @@ async fn servers_that_cannot_be_used_are_refused_at_start_naming_why() {
     expect(McpServers::start(&[exits]).await, &["`true`", "handshake"]);
     let mut silent = McpServerConfig::from_command_line("sleep 60").unwrap();
     silent.start_timeout_secs = 2;
-    expect(McpServers::start(&[silent]).await, &["sleep 60", "is it an MCP server?"]);
+    expect(
+        McpServers::start(&[silent]).await,
+        &["sleep 60", "is it an MCP server?"],
+    );
     let missing = McpServerConfig::from_command_line("/no/such/program").unwrap();
     expect(McpServers::start(&[missing]).await, &["cannot start"]);
     // A server with no tools, one whose schema no call format can fill, a tool it lacks.
-    expect(McpServers::start(&[faulty(&["--no-tools"])]).await, &["lists no tools"]);
+    expect(
+        McpServers::start(&[faulty(&["--no-tools"])]).await,
+        &["lists no tools"],
+    );
     expect(
         McpServers::start(&[faulty(&["--bad-schema"])]).await,
         &["`listy`", "not a JSON Schema of an object"],
     );
     let mut picky = faulty(&[]);
     picky.tools = Some(vec!["nope".into()]);
-    expect(McpServers::start(&[picky]).await, &["no tool `nope`", "echo"]);
+    expect(
+        McpServers::start(&[picky]).await,
+        &["no tool `nope`", "echo"],
+    );
     // A tool whose name a registered tool (or another server's) already has.
     let servers = McpServers::start(&[faulty(&[])]).await.unwrap();
     let mut copy = faulty(&[]);
@@ -234,7 +293,11 @@ async fn mcp_server_git_answers_about_a_repository_the_test_made() {
             .env("GIT_COMMITTER_EMAIL", "ada@example.org")
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
     git(&["init", "-q"]);
     std::fs::write(repo_dir.join("engine.txt"), "analytical\n").unwrap();
@@ -253,7 +316,11 @@ async fn mcp_server_git_answers_about_a_repository_the_test_made() {
     };
     let servers = McpServers::start(&[config]).await.unwrap();
     let toolbox = toolbox(&servers).await;
-    assert!(toolbox.names().contains(&"git_log"), "{:?}", toolbox.names());
+    assert!(
+        toolbox.names().contains(&"git_log"),
+        "{:?}",
+        toolbox.names()
+    );
     let mut ctx = CallContext::new();
     let repo = repo_dir.display().to_string();
     let log = call(&toolbox, &mut ctx, "git_log", json!({"repo_path": repo})).await;
@@ -280,7 +347,13 @@ async fn in_code_as_action_an_mcp_tool_is_a_python_function() {
     let mut ctx = CallContext::with_pools(pools.clone());
     let code = "create_entities(entities=[{'name': 'Bob', 'entityType': 'person', \
                 'observations': ['rides a bike']}])\nprint(read_graph())";
-    let out = call(&toolbox, &mut ctx, "code_interpreter", json!({"code": code})).await;
+    let out = call(
+        &toolbox,
+        &mut ctx,
+        "code_interpreter",
+        json!({"code": code}),
+    )
+    .await;
     assert!(!out.is_error, "{}", out.text);
     assert!(out.text.contains("rides a bike"), "{}", out.text);
     drop(ctx);

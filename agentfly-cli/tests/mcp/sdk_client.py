@@ -24,10 +24,10 @@ async def session(binary, calls):
         async with ClientSession(read, write) as s:
             await s.initialize()
             listed = await s.list_tools()
-            seen = {"tools": {t.name: t.inputSchema for t in listed.tools}, "calls": []}
+            seen = {"tools": {t.name: t.input_schema for t in listed.tools}, "calls": []}
             for name, args in calls:
                 r = await s.call_tool(name, args)
-                seen["calls"].append({"text": text(r), "is_error": bool(r.isError)})
+                seen["calls"].append({"text": text(r), "is_error": bool(r.is_error)})
             return seen
 
 

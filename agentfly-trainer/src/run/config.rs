@@ -405,9 +405,7 @@ impl TrainerConfig {
             lora.validate()?;
         }
         for server in &self.agent.mcp {
-            server
-                .validate()
-                .map_err(|e| format!("agent.mcp: {e}"))?;
+            server.validate().map_err(|e| format!("agent.mcp: {e}"))?;
         }
         if !self.agent.format_bonus.is_finite() {
             return Err("agent.format_bonus: must be a finite number".into());

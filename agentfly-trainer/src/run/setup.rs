@@ -17,9 +17,9 @@ use agentfly_core::data::read_jsonl;
 use agentfly_core::env::{EnvPools, PoolConfig};
 use agentfly_core::rollout::format::format_by_name;
 use agentfly_core::{Rewards, Toolbox};
-use agentfly_mcp::McpServers;
 use agentfly_engine::engine::Engine;
 use agentfly_engine::server::LlamaServerConfig;
+use agentfly_mcp::McpServers;
 use agentfly_model::Pretrained;
 use agentfly_model::device::parse_device;
 use agentfly_model::model::Rope;
@@ -238,7 +238,7 @@ impl Trainer {
                 eos,
                 generator,
                 pools,
-                mcp,
+                _mcp: mcp,
                 runtime,
             },
             model_config,

@@ -63,7 +63,7 @@ pub(super) struct Chains {
     pub(super) generator: Generator,
     pub(super) pools: EnvPools,
     /// The MCP servers whose tools are in `toolbox` (their sessions stop with them).
-    pub(super) mcp: Option<agentfly_mcp::McpServers>,
+    pub(super) _mcp: Option<agentfly_mcp::McpServers>,
     pub(super) runtime: tokio::runtime::Runtime,
 }
 

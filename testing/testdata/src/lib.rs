@@ -113,7 +113,9 @@ pub fn mcp_python() -> PathBuf {
 /// The entry script of an MCP server from npm that `scripts/setup` installs into `.mcp/`
 /// (`package`: `server-memory`, `server-filesystem`), to run with `node`.
 pub fn mcp_server(package: &str) -> PathBuf {
-    let dir = repo().join(".mcp/node_modules/@modelcontextprotocol").join(package);
+    let dir = repo()
+        .join(".mcp/node_modules/@modelcontextprotocol")
+        .join(package);
     let script = dir.join("dist/index.js");
     require(
         &script,
