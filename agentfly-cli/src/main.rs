@@ -46,6 +46,8 @@ enum Command {
     Rewards(commands::rewards::Args),
     /// Call one tool with JSON arguments and print the observation.
     Call(commands::call::Args),
+    /// Serve registered tools to any MCP client over stdio.
+    McpServe(commands::mcp_serve::Args),
     /// Generate a continuation of a prompt or a chat conversation.
     Generate(commands::generate::Args),
     /// Write the logits of one forward pass to a safetensors file.
@@ -92,6 +94,7 @@ fn main() -> ExitCode {
             Command::Tools(args) => commands::tools::run(args),
             Command::Rewards(args) => commands::rewards::run(args),
             Command::Call(args) => commands::call::run(args),
+            Command::McpServe(args) => commands::mcp_serve::run(args),
             Command::Generate(args) => commands::generate::run(args),
             Command::Logits(args) => commands::logits::run(args),
             Command::ExportGguf(args) => commands::export_gguf::run(args),

@@ -16,6 +16,11 @@ pub struct Origin {
 
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({}:{})", self.module_path, self.file, self.line)
+        // Line 0: not a definition in a source file (a tool an MCP server offers).
+        if self.line == 0 {
+            write!(f, "{} ({})", self.module_path, self.file)
+        } else {
+            write!(f, "{} ({}:{})", self.module_path, self.file, self.line)
+        }
     }
 }

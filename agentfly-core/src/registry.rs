@@ -38,6 +38,20 @@ pub enum RegistryError {
         /// The other definition.
         second: Origin,
     },
+    /// A tool found at run time (an MCP server's) has the name of one already in the
+    /// toolbox.
+    #[error(
+        "two tools are named `{name}`: one in {first}, one in {second}; keep one (an MCP \
+         server's `tools = [...]` chooses which of its tools join)"
+    )]
+    ClashingTool {
+        /// The shared name.
+        name: String,
+        /// The tool already in the toolbox.
+        first: Origin,
+        /// The one added.
+        second: Origin,
+    },
     /// Two linked rewards share a name.
     #[error(
         "two rewards are named `{name}`: one in {first}, one in {second}; rename one with \

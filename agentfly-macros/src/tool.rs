@@ -232,6 +232,7 @@ pub fn generate(options: &Options, function: &Function) -> TokenStream {
                         file: ::core::file!(),
                         line: ::core::line!(),
                     },
+                    dynamic: ::core::option::Option::None,
                 }
             }
         };

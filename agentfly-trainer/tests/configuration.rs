@@ -44,8 +44,9 @@ fn comments(toml_text: &str) -> BTreeMap<String, String> {
     let mut table = String::new();
     let mut found = BTreeMap::new();
     for line in toml_text.lines().map(str::trim) {
-        if let Some(name) = line.strip_prefix('[') {
-            table = name.trim_end_matches(']').to_string();
+        if line.starts_with('[') {
+            // `[table]`, or `[[array]]` of tables (its first element is the one checked).
+            table = line.trim_matches(|c| c == '[' || c == ']').to_string();
         } else if let Some((key, rest)) = line.split_once('=') {
             let comment = rest.split_once('#').map(|(_, c)| c.trim()).unwrap_or("");
             found.insert(format!("{table}.{}", key.trim()), comment.to_string());
@@ -54,9 +55,13 @@ fn comments(toml_text: &str) -> BTreeMap<String, String> {
     found
 }
 
-/// Every leaf of `value` (scalars, arrays, nulls; tables are descended), by dotted path.
+/// Every leaf of `value` (scalars, arrays of scalars, nulls; tables, and arrays of tables
+/// through their first element, are descended), by dotted path.
 fn leaves(prefix: &str, value: &Json, out: &mut BTreeMap<String, Json>) {
     match value {
+        Json::Array(items) if items.first().is_some_and(Json::is_object) => {
+            leaves(prefix, &items[0], out);
+        }
         Json::Object(map) => {
             for (key, inner) in map {
                 let path = if prefix.is_empty() {
@@ -75,7 +80,10 @@ fn leaves(prefix: &str, value: &Json, out: &mut BTreeMap<String, Json>) {
 
 /// The value at a dotted path.
 fn at<'a>(value: &'a Json, path: &str) -> Option<&'a Json> {
-    path.split('.').try_fold(value, |v, key| v.get(key))
+    path.split('.').try_fold(value, |v, key| match v {
+        Json::Array(items) => items.first()?.get(key),
+        _ => v.get(key),
+    })
 }
 
 fn parse(table: &Table) -> Result<TrainerConfig, String> {
@@ -109,10 +117,17 @@ fn without(table: &Table, path: &str) -> Table {
     let (last, parents) = keys.split_last().unwrap();
     let mut cursor = &mut table;
     for key in parents {
-        cursor = cursor
+        let value = cursor
             .get_mut(*key)
-            .and_then(toml::Value::as_table_mut)
             .unwrap_or_else(|| panic!("{path}: no table `{key}`"));
+        // An array of tables: its first element.
+        let value = match value {
+            toml::Value::Array(items) => items.first_mut().expect("a non-empty array"),
+            other => other,
+        };
+        cursor = value
+            .as_table_mut()
+            .unwrap_or_else(|| panic!("{path}: `{key}` is not a table"));
     }
     assert!(cursor.remove(*last).is_some(), "{path} is not in the page");
     table

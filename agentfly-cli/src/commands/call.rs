@@ -17,6 +17,10 @@ pub struct Args {
     /// Print `{"text": ..., "is_error": ...}` instead of the text.
     #[arg(long)]
     json: bool,
+    /// An MCP server whose tools can be called too, started as a child process and spoken
+    /// to over stdio: `--mcp 'npx -y @modelcontextprotocol/server-memory'` (repeatable).
+    #[arg(long, value_name = "COMMAND ARGS")]
+    mcp: Vec<String>,
 }
 
 /// Prints the observation; exits 1 when it is an error observation.
@@ -34,11 +38,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         agentfly_tools::prepare::prepare(&one, &needs).map_err(anyhow::Error::msg)?;
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let runtime = super::mcp::runtime()?;
     let observation = runtime.block_on(async {
+        let servers = super::mcp::start(&args.mcp).await?;
+        let toolbox = servers.extend(toolbox.clone())?;
         let pools = EnvPools::new(PoolConfig {
             capacity: 1,
             ..PoolConfig::default()
@@ -47,8 +50,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let observation = toolbox.call_json_in(&mut ctx, &args.tool, &args.args).await;
         drop(ctx);
         pools.close().await;
-        observation
-    });
+        servers.close().await;
+        anyhow::Ok(observation)
+    })?;
     // A sync tool abandoned at its timeout may still be running: don't wait for it.
     runtime.shutdown_background();
     if args.json {

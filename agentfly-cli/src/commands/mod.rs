@@ -6,6 +6,8 @@ pub mod fetch_corpus;
 pub mod fetch_model;
 pub mod generate;
 pub mod logits;
+mod mcp;
+pub mod mcp_serve;
 mod model_args;
 pub mod render;
 pub mod rewards;

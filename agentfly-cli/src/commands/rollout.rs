@@ -25,8 +25,12 @@ pub struct Args {
     #[arg(long)]
     data: PathBuf,
     /// The tools the model may call, comma-separated (see `agentfly tools`).
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, value_delimiter = ',', required_unless_present = "mcp")]
     tools: Vec<String>,
+    /// An MCP server whose tools the model may call too, started as a child process and
+    /// spoken to over stdio, one session per chain (repeatable).
+    #[arg(long, value_name = "COMMAND ARGS")]
+    mcp: Vec<String>,
     /// The reward that scores each trajectory (see `agentfly rewards`).
     #[arg(long)]
     reward: Option<String>,
@@ -193,10 +197,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ..PoolConfig::default()
     };
     let pools = EnvPools::new(pool.clone());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let runtime = super::mcp::runtime()?;
+    // MCP servers' tools join the named ones (their sessions live on this runtime).
+    let mcp = runtime.block_on(super::mcp::start(&args.mcp))?;
+    let toolbox = mcp.extend(toolbox)?;
     if let Some(remote) = world {
         let place = remote
             .url
@@ -283,6 +287,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .await;
         let metrics = pools.metrics();
         pools.close().await;
+        mcp.close().await;
         (output, metrics)
     });
     runtime.shutdown_background();

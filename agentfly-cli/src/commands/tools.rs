@@ -11,12 +11,29 @@ pub struct Args {
     /// Print the JSON array of schemas (OpenAI function-calling shape) instead.
     #[arg(long)]
     json: bool,
+    /// List the tools of this MCP server instead, started as a child process and spoken to
+    /// over stdio: `--mcp 'npx -y @modelcontextprotocol/server-memory'` (repeatable).
+    #[arg(long, value_name = "COMMAND ARGS")]
+    mcp: Vec<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let toolbox = Toolbox::all()?;
+    if !args.mcp.is_empty() {
+        return super::mcp::runtime()?.block_on(async {
+            let servers = super::mcp::start(&args.mcp).await?;
+            let toolbox = Toolbox::from_specs(servers.tools().to_vec());
+            let listed = list(&toolbox, args.json, false);
+            servers.close().await;
+            listed
+        });
+    }
+    list(&Toolbox::all()?, args.json, true)
+}
+
+/// Prints `toolbox` (and the linked rewards when `rewards`).
+fn list(toolbox: &Toolbox, json: bool, rewards: bool) -> anyhow::Result<ExitCode> {
     let mut out = String::new();
-    if args.json {
+    if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&toolbox.schemas())?)?;
         super::print_listing(&out)?;
         return Ok(ExitCode::SUCCESS);
@@ -25,13 +42,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for tool in toolbox.tools() {
         print_tool(&mut out, tool)?;
     }
-    let rewards = Rewards::all()?;
-    writeln!(
-        out,
-        "\n{} rewards: {} (details: agentfly rewards)",
-        rewards.names().len(),
-        rewards.names().join(", ")
-    )?;
+    if rewards {
+        let rewards = Rewards::all()?;
+        writeln!(
+            out,
+            "\n{} rewards: {} (details: agentfly rewards)",
+            rewards.names().len(),
+            rewards.names().join(", ")
+        )?;
+    }
     super::print_listing(&out)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -59,7 +78,7 @@ fn print_tool(out: &mut String, tool: &ToolSpec) -> std::fmt::Result {
     for line in tool.description.lines() {
         writeln!(out, "      {line}")?;
     }
-    let parameters = (tool.parameters)();
+    let parameters = tool.parameters_schema();
     let required: Vec<&str> = parameters["required"]
         .as_array()
         .map(|r| r.iter().filter_map(Value::as_str).collect())

@@ -2,7 +2,7 @@
 
 use super::{ToolErrorKind, ToolFailure};
 use crate::Sample;
-use crate::env::{Env, EnvError, EnvPools, Lease, LeaseError};
+use crate::env::{Env, EnvError, EnvPool, EnvPools, Lease, LeaseError};
 use std::any::{Any, TypeId, type_name};
 use std::collections::HashMap;
 use std::fmt;
@@ -21,6 +21,10 @@ pub struct CallContext {
     pools: Option<EnvPools>,
     sample: Option<Sample>,
     touched: Vec<TypeId>,
+    /// Instances leased by name from pools their tools hold (see
+    /// [`named_env`](Self::named_env)), and those the current call touched.
+    named: HashMap<(TypeId, String), Box<dyn ErasedHandle>>,
+    touched_named: Vec<(TypeId, String)>,
     /// Values other parts of the runtime keep with the chain (its toolbox, the calls made
     /// from inside tools), one per type.
     extensions: HashMap<TypeId, Box<dyn Any + Send>>,
@@ -257,9 +261,53 @@ impl CallContext {
         Ok(())
     }
 
+    /// The chain's instance of `T` called `name`, leased from `pool` (and reset with the
+    /// sample) on first use, and kept until the context is dropped: for tools whose pools
+    /// are their own rather than the run's, one per name (the sessions of each MCP server).
+    pub async fn named_env<T: Env>(
+        &mut self,
+        name: &str,
+        pool: &EnvPool<T>,
+    ) -> Result<&mut T, EnvUnavailable> {
+        let key = (TypeId::of::<T>(), name.to_string());
+        if !self.named.contains_key(&key) {
+            let mut lease = pool.lease().await?;
+            if let Some(sample) = &self.sample
+                && let Err(source) = lease.reset(Some(sample)).await
+            {
+                lease.mark_broken();
+                return Err(EnvUnavailable::Reset {
+                    env: type_name::<T>(),
+                    sample: sample.id.clone(),
+                    source,
+                });
+            }
+            let handle: EnvHandle<T> = EnvHandle {
+                slot: Box::new(lease),
+            };
+            self.named.insert(key.clone(), Box::new(handle));
+        }
+        self.touched_named.push(key.clone());
+        Ok(self
+            .named
+            .get_mut(&key)
+            .and_then(|h| h.as_any_mut().downcast_mut::<EnvHandle<T>>())
+            .map(EnvHandle::get_mut)
+            .expect("inserted above, keyed by its type"))
+    }
+
+    /// Detaches the chain's instance of `T` called `name` and marks it broken, so its pool
+    /// replaces it (it crashed or stopped answering); the next call leases a fresh one.
+    pub fn discard_named_env<T: Env>(&mut self, name: &str) {
+        if let Some(mut handle) = self.named.remove(&(TypeId::of::<T>(), name.to_string())) {
+            handle.mark_broken();
+        }
+    }
+
     /// Forgets which environments the next call touches.
     pub(crate) fn begin_call(&mut self) {
         self.touched.clear();
+        self.touched_named.clear();
     }
 
     /// After a call that panicked or was cut off: the instances it touched may be
@@ -271,13 +319,18 @@ impl CallContext {
                 handle.mark_broken();
             }
         }
+        for key in std::mem::take(&mut self.touched_named) {
+            if let Some(mut handle) = self.named.remove(&key) {
+                handle.mark_broken();
+            }
+        }
     }
 }
 
 impl fmt::Debug for CallContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CallContext")
-            .field("envs", &self.envs.len())
+            .field("envs", &(self.envs.len() + self.named.len()))
             .field("pools", &self.pools.is_some())
             .field("sample", &self.sample.as_ref().map(|s| &s.id))
             .finish()

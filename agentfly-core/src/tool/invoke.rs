@@ -21,7 +21,7 @@ pub(crate) async fn invoke(
         .timeout_ms
         .map_or(default_timeout, Duration::from_millis);
     ctx.begin_call();
-    let guarded = AssertUnwindSafe((spec.invoke)(ctx, args)).catch_unwind();
+    let guarded = AssertUnwindSafe(spec.call(ctx, args)).catch_unwind();
     let outcome = match tokio::time::timeout(timeout, guarded).await {
         Err(_elapsed) => Err(ToolFailure::new(
             ToolErrorKind::TimedOut,

@@ -16,5 +16,5 @@ pub use invoke::panic_message;
 pub(crate) use invoke::panicked;
 pub use observation::{Observation, ToolErrorKind, ToolFailure};
 pub use schema::parameters_schema;
-pub use spec::{ToolFuture, ToolOptions, ToolSpec};
+pub use spec::{DynamicTool, ToolFuture, ToolOptions, ToolSpec};
 pub use toolbox::Toolbox;

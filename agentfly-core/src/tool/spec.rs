@@ -3,6 +3,7 @@
 use super::{CallContext, Observation, ToolFailure};
 use crate::origin::Origin;
 use serde_json::{Value, json};
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -27,6 +28,34 @@ pub struct ToolSpec {
     pub options: ToolOptions,
     /// Where the function is defined.
     pub origin: Origin,
+    /// A tool found at run time (an MCP server's): its schema and invocation, which
+    /// `parameters` and `invoke` then stand in for. `None` for `#[tool]` functions.
+    pub dynamic: Option<&'static dyn DynamicTool>,
+}
+
+/// A tool found at run time rather than compiled in (an MCP server's tools): what
+/// [`ToolSpec::dynamic`] builds a spec from.
+pub trait DynamicTool: Send + Sync + fmt::Debug {
+    /// The JSON Schema of the arguments (an object).
+    fn parameters(&self) -> Value;
+    /// Runs the tool with the arguments, in the calling chain's context.
+    fn invoke<'a>(&'a self, ctx: &'a mut CallContext, args: Value) -> ToolFuture<'a>;
+}
+
+/// The `parameters` of a dynamic spec (never called: [`ToolSpec::parameters_schema`]
+/// asks the tool).
+fn no_parameters() -> Value {
+    json!({"type": "object", "properties": {}})
+}
+
+/// The `invoke` of a dynamic spec (never called: [`ToolSpec::call`] asks the tool).
+fn no_invoke<'a>(_: &'a mut CallContext, _: Value) -> ToolFuture<'a> {
+    Box::pin(async {
+        Err(ToolFailure::new(
+            super::ToolErrorKind::ToolError,
+            "a dynamic tool was invoked through its placeholder",
+        ))
+    })
 }
 
 /// The options of a tool.
@@ -43,6 +72,44 @@ pub struct ToolOptions {
 }
 
 impl ToolSpec {
+    /// A spec for a tool found at run time. It lives as long as the process, as registered
+    /// tools do (the spec and the tool are leaked: a process finds each server's tools
+    /// once).
+    pub fn dynamic(
+        name: String,
+        description: String,
+        options: ToolOptions,
+        origin: Origin,
+        tool: Box<dyn DynamicTool>,
+    ) -> &'static ToolSpec {
+        Box::leak(Box::new(ToolSpec {
+            name: Box::leak(name.into_boxed_str()),
+            description: Box::leak(description.into_boxed_str()),
+            parameters: no_parameters,
+            invoke: no_invoke,
+            options,
+            origin,
+            dynamic: Some(Box::leak(tool)),
+        }))
+    }
+
+    /// The JSON Schema of the arguments.
+    pub fn parameters_schema(&self) -> Value {
+        match self.dynamic {
+            Some(tool) => tool.parameters(),
+            None => (self.parameters)(),
+        }
+    }
+
+    /// Runs the tool unguarded (no timeout, no panic catching: use
+    /// [`Toolbox`](super::Toolbox)).
+    pub fn call<'a>(&'a self, ctx: &'a mut CallContext, args: Value) -> ToolFuture<'a> {
+        match self.dynamic {
+            Some(tool) => tool.invoke(ctx, args),
+            None => (self.invoke)(ctx, args),
+        }
+    }
+
     /// The schema in the OpenAI function-calling shape:
     /// `{"type": "function", "function": {"name", "description", "parameters"}}`.
     pub fn schema(&self) -> Value {
@@ -51,7 +118,7 @@ impl ToolSpec {
             "function": {
                 "name": self.name,
                 "description": self.description,
-                "parameters": (self.parameters)(),
+                "parameters": self.parameters_schema(),
             }
         })
     }

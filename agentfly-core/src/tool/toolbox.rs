@@ -43,6 +43,22 @@ impl Toolbox {
         Self::with_tools(tools)
     }
 
+    /// This toolbox with `tools` added after its own (tools found at run time: an MCP
+    /// server's). A name already in the toolbox, or given twice, is refused, naming both.
+    pub fn with_added(mut self, tools: Vec<&'static ToolSpec>) -> Result<Self, RegistryError> {
+        for tool in tools {
+            if let Some(first) = self.get(tool.name) {
+                return Err(RegistryError::ClashingTool {
+                    name: tool.name.to_string(),
+                    first: first.origin,
+                    second: tool.origin,
+                });
+            }
+            self.tools.push(tool);
+        }
+        Ok(self)
+    }
+
     /// This toolbox's settings with only `tools`.
     pub(crate) fn with_only(&self, tools: Vec<&'static ToolSpec>) -> Self {
         Self {

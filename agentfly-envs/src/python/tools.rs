@@ -102,7 +102,7 @@ fn describe(tool: &ToolSpec) -> Value {
     json!({
         "name": tool.name,
         "description": tool.description,
-        "parameters": (tool.parameters)(),
+        "parameters": tool.parameters_schema(),
     })
 }
 
@@ -137,7 +137,7 @@ fn python_type(schema: &Value) -> String {
 pub fn python_stubs(tools: &[&ToolSpec]) -> String {
     let mut out = String::new();
     for tool in tools {
-        let schema = (tool.parameters)();
+        let schema = tool.parameters_schema();
         let empty = serde_json::Map::new();
         let props = schema
             .get("properties")

@@ -364,6 +364,7 @@ impl Settings {
                 system_prompt_file: Some(run_dir.join("system.txt")),
                 format_bonus: self.format_bonus,
                 resources: self.task.resources(),
+                mcp: Vec::new(),
             },
             chain: self.task.chain(),
             rollout: RolloutSection {

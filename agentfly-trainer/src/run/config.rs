@@ -177,6 +177,10 @@ pub struct AgentSection {
     /// work without theirs stops at its start.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub resources: BTreeMap<String, PathBuf>,
+    /// MCP servers whose tools join `tools` (`[[agent.mcp]]`): every tool a server lists,
+    /// or those its `tools` names. A name clash with a registered tool is refused at start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp: Vec<agentfly_mcp::McpServerConfig>,
 }
 
 fn hermes() -> String {
@@ -399,6 +403,9 @@ impl TrainerConfig {
     pub fn validate(&self) -> Result<(), String> {
         if let Some(lora) = &self.lora {
             lora.validate()?;
+        }
+        for server in &self.agent.mcp {
+            server.validate().map_err(|e| format!("agent.mcp: {e}"))?;
         }
         if !self.agent.format_bonus.is_finite() {
             return Err("agent.format_bonus: must be a finite number".into());

@@ -19,6 +19,7 @@ use agentfly_core::rollout::format::format_by_name;
 use agentfly_core::{Rewards, Toolbox};
 use agentfly_engine::engine::Engine;
 use agentfly_engine::server::LlamaServerConfig;
+use agentfly_mcp::McpServers;
 use agentfly_model::Pretrained;
 use agentfly_model::device::parse_device;
 use agentfly_model::model::Rope;
@@ -216,6 +217,17 @@ impl Trainer {
             .enable_all()
             .build()
             .map_err(io(Path::new("<tokio runtime>")))?;
+        // MCP servers' tools join the registered ones; their sessions live on the runtime
+        // the chains run on.
+        let (toolbox, mcp) = if config.agent.mcp.is_empty() {
+            (toolbox, None)
+        } else {
+            let servers = runtime
+                .block_on(McpServers::start(&config.agent.mcp))
+                .and_then(|servers| Ok((servers.extend(toolbox)?, servers)))
+                .map_err(|e| invalid(format!("agent.mcp: {e}")))?;
+            (servers.0, Some(servers.1))
+        };
         Ok(Self {
             config,
             chains: Chains {
@@ -227,6 +239,7 @@ impl Trainer {
                 eos,
                 generator,
                 pools,
+                _mcp: mcp,
                 runtime,
             },
             model_config,

@@ -62,6 +62,8 @@ pub(super) struct Chains {
     pub(super) eos: Vec<u32>,
     pub(super) generator: Generator,
     pub(super) pools: EnvPools,
+    /// The MCP servers whose tools are in `toolbox` (their sessions stop with them).
+    pub(super) _mcp: Option<agentfly_mcp::McpServers>,
     pub(super) runtime: tokio::runtime::Runtime,
 }
 

@@ -100,6 +100,30 @@ pub fn worlds_python() -> PathBuf {
     path
 }
 
+/// The Python with the official MCP SDK (`mcp`) and `mcp-server-git` (`.venv-mcp`).
+pub fn mcp_python() -> PathBuf {
+    let path = repo().join(".venv-mcp/bin/python");
+    require(
+        &path,
+        "it makes .venv-mcp with the MCP Python SDK and mcp-server-git from PyPI",
+    );
+    path
+}
+
+/// The entry script of an MCP server from npm that `scripts/setup` installs into `.mcp/`
+/// (`package`: `server-memory`, `server-filesystem`), to run with `node`.
+pub fn mcp_server(package: &str) -> PathBuf {
+    let dir = repo()
+        .join(".mcp/node_modules/@modelcontextprotocol")
+        .join(package);
+    let script = dir.join("dist/index.js");
+    require(
+        &script,
+        "it installs the MCP test servers into .mcp/ with npm ci (scripts/mcp/package-lock.json)",
+    );
+    script
+}
+
 /// [`python`] when it is there: for benchmarks, which measure without their peer when it is
 /// absent (and say so).
 pub fn python_if_present() -> Option<PathBuf> {
