@@ -246,17 +246,8 @@ impl CallContext {
         let pools = self.pools.as_ref().ok_or(MissingEnvironment {
             type_name: type_name::<T>(),
         })?;
-        let mut lease = pools.get::<T>().lease().await?;
-        if let Some(sample) = &self.sample
-            && let Err(source) = lease.reset(Some(sample)).await
-        {
-            lease.mark_broken();
-            return Err(EnvUnavailable::Reset {
-                env: type_name::<T>(),
-                sample: sample.id.clone(),
-                source,
-            });
-        }
+        let pool = pools.get::<T>();
+        let lease = lease_for_sample(&pool, self.sample.as_ref()).await?;
         self.insert_lease(lease);
         Ok(())
     }
@@ -271,17 +262,7 @@ impl CallContext {
     ) -> Result<&mut T, EnvUnavailable> {
         let key = (TypeId::of::<T>(), name.to_string());
         if !self.named.contains_key(&key) {
-            let mut lease = pool.lease().await?;
-            if let Some(sample) = &self.sample
-                && let Err(source) = lease.reset(Some(sample)).await
-            {
-                lease.mark_broken();
-                return Err(EnvUnavailable::Reset {
-                    env: type_name::<T>(),
-                    sample: sample.id.clone(),
-                    source,
-                });
-            }
+            let lease = lease_for_sample(pool, self.sample.as_ref()).await?;
             let handle: EnvHandle<T> = EnvHandle {
                 slot: Box::new(lease),
             };
@@ -325,6 +306,26 @@ impl CallContext {
             }
         }
     }
+}
+
+/// A lease from `pool`, reset with the chain's `sample` (one that cannot be reset is marked
+/// broken, so its pool replaces it).
+async fn lease_for_sample<T: Env>(
+    pool: &EnvPool<T>,
+    sample: Option<&Sample>,
+) -> Result<Lease<T>, EnvUnavailable> {
+    let mut lease = pool.lease().await?;
+    if let Some(sample) = sample
+        && let Err(source) = lease.reset(Some(sample)).await
+    {
+        lease.mark_broken();
+        return Err(EnvUnavailable::Reset {
+            env: type_name::<T>(),
+            sample: sample.id.clone(),
+            source,
+        });
+    }
+    Ok(lease)
 }
 
 impl fmt::Debug for CallContext {
