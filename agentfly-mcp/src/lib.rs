@@ -7,7 +7,7 @@
 //! | [`config`] | [`McpServerConfig`]: a server as `[[agent.mcp]]` or `--mcp 'COMMAND ARGS'` names it |
 //! | [`session`] | [`McpSession`]: one connected session, an environment its pool leases per chain |
 //! | [`tools`] | [`McpServers`]: the servers of a run and their tools as agentfly tools |
-//! | [`serve`] | the other way: registered `#[tool]` functions served to any MCP client ([`serve_stdio`]) |
+//! | [`serve`] | the other way: registered `#[tool]` functions served to any MCP client ([`serve_stdio`], [`serve_http`]) |
 //!
 //! A stateful server (the default) gives each chain a session of its own, from a bounded
 //! pool, replaced by a fresh one (a new process, a new `{session_dir}`) before another chain
@@ -36,6 +36,6 @@ pub mod session;
 pub mod tools;
 
 pub use config::McpServerConfig;
-pub use serve::{ToolServer, serve_stdio};
+pub use serve::{HttpServer, ToolServer, serve_http, serve_stdio};
 pub use session::McpSession;
 pub use tools::{McpError, McpServers};
