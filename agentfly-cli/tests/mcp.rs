@@ -71,17 +71,22 @@ fn call_calls_a_servers_tool_and_exits_1_on_its_error() {
     assert!(stderr.contains("MCP server `true`"), "{stderr}");
 }
 
-#[test]
-fn mcp_serve_answers_the_official_python_sdk() {
+/// What the official Python SDK saw of `agentfly mcp-serve` over `transport`.
+fn sdk_sessions(transport: &str) -> Value {
     let python = agentfly_testdata::mcp_python();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/sdk_client.py");
     let out = Command::new(python)
-        .args([script, env!("CARGO_BIN_EXE_agentfly")])
+        .args([script, env!("CARGO_BIN_EXE_agentfly"), transport])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// List, call, an error flagged isError, and a stateful tool's state kept within a
+/// session and not across two.
+fn assert_served(seen: &Value) {
     let first = &seen["first"];
     // Listed with our schemas.
     let calculator = &first["tools"]["calculator"];
@@ -105,5 +110,104 @@ fn mcp_serve_answers_the_official_python_sdk() {
     assert!(
         again["text"].as_str().unwrap().contains("NameError"),
         "{seen}"
+    );
+}
+
+#[test]
+fn mcp_serve_answers_the_official_python_sdk() {
+    assert_served(&sdk_sessions("stdio"));
+}
+
+#[test]
+fn mcp_serve_over_streamable_http_answers_the_official_python_sdk() {
+    // One server, two sessions (Mcp-Session-Id) of the SDK's streamable-HTTP client, then
+    // SIGTERM: it stops cleanly.
+    let seen = sdk_sessions("http");
+    assert_served(&seen);
+    assert_eq!(seen["exit"], 0, "{seen}");
+}
+
+/// A run of the tiny chat model (`exact_numeric` on questions with answers), its
+/// configuration's path.
+fn tiny_run(dir: &std::path::Path, tools: &str) -> std::path::PathBuf {
+    use agentfly_testdata::support::tiny_chat::{tiny_chat_model, write_config};
+    let model = tiny_chat_model(dir);
+    let config = write_config(dir, &model, 1, "out");
+    let lines: String = (0..4)
+        .map(|i| {
+            format!(
+                "{{\"id\": \"q{i}\", \"question\": \"{i}+{i}?\", \"answer\": {}}}\n",
+                2 * i
+            )
+        })
+        .collect();
+    std::fs::write(dir.join("train.jsonl"), &lines).unwrap();
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("odd_length", "exact_numeric")
+        .replace(
+            r#"tools = ["calculator", "submit_answer"]"#,
+            &format!("tools = [{tools}]"),
+        )
+        .replace(
+            "[data]\ntrain = \"train.jsonl\"",
+            "[data]\ntrain = \"train.jsonl\"\neval = \"train.jsonl\"",
+        );
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+#[test]
+fn train_and_eval_take_mcp_servers_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = tiny_run(dir.path(), r#""submit_answer""#);
+    let config = config.to_str().unwrap();
+    let memory = server("server-memory", "");
+    // One RL step with the memory server's tools in every chain's toolbox.
+    let out = agentfly(&["train", "--config", config, "--mcp", &memory, "--json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["steps"], 1, "{summary}");
+    let out = agentfly(&["eval", "--config", config, "--mcp", &memory, "--json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["samples"], 4, "{report}");
+
+    // A program that is not an MCP server is refused at the start, naming it.
+    let out = agentfly(&["train", "--config", config, "--mcp", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("MCP server `true`"), "{stderr}");
+    // A line that is no command at all, before anything starts.
+    let out = agentfly(&["train", "--config", config, "--mcp", "'unclosed"]);
+    assert_ne!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unbalanced quotes"), "{stderr}");
+}
+
+#[test]
+fn a_served_tool_named_like_a_registered_one_is_refused_naming_both() {
+    // agentfly's own MCP server, serving `calculator`, beside a run whose tools have one.
+    let dir = tempfile::tempdir().unwrap();
+    let config = tiny_run(dir.path(), r#""calculator", "submit_answer""#);
+    let ours = format!(
+        "'{}' mcp-serve --tools calculator",
+        env!("CARGO_BIN_EXE_agentfly")
+    );
+    let out = agentfly(&[
+        "train",
+        "--config",
+        config.to_str().unwrap(),
+        "--mcp",
+        &ours,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("two tools are named `calculator`")
+            && stderr.contains("MCP server `agentfly`"),
+        "{stderr}"
     );
 }

@@ -4,7 +4,7 @@ use agentfly_core::Toolbox;
 use agentfly_core::data::read_jsonl;
 use agentfly_tools::prepare::{Needs, prepare};
 use agentfly_tools::sandbox::{self, Purpose};
-use agentfly_trainer::run::{EvalReport, Trainer, TrainerConfig};
+use agentfly_trainer::run::{EvalReport, McpServerConfig, Trainer, TrainerConfig};
 use anyhow::{Context, bail};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,6 +21,22 @@ pub struct TrainArgs {
     /// Train with code tools even where the sandbox cannot isolate the network.
     #[arg(long)]
     allow_network: bool,
+    /// An MCP server whose tools join the configuration's (`[[agent.mcp]]`; repeatable): a
+    /// child process over stdio, e.g. `--mcp 'uvx mcp-server-git --repository DIR'`.
+    #[arg(long, value_name = "COMMAND ARGS")]
+    mcp: Vec<String>,
+}
+
+/// The run's configuration, with the servers of `--mcp` added to `[[agent.mcp]]`.
+fn load(config: &std::path::Path, mcp: &[String]) -> anyhow::Result<TrainerConfig> {
+    let mut config = TrainerConfig::load(config)?;
+    for line in mcp {
+        config
+            .agent
+            .mcp
+            .push(McpServerConfig::from_command_line(line)?);
+    }
+    Ok(config)
 }
 
 /// Makes `config`'s tools ready or says why one cannot work; says what the sandbox
@@ -46,7 +62,7 @@ fn prepare_tools(
 
 /// Trains (resuming from the run's latest checkpoint when there is one).
 pub fn train(args: TrainArgs) -> anyhow::Result<ExitCode> {
-    let config = TrainerConfig::load(&args.config)?;
+    let config = load(&args.config, &args.mcp)?;
     prepare_tools(&config, Purpose::Train, args.allow_network)?;
     let mut trainer = Trainer::new(config).map_err(|e| e.in_file(&args.config))?;
     if trainer.step() > 0 {
@@ -98,11 +114,14 @@ pub struct EvalArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// An MCP server whose tools join the configuration's, as `agentfly train --mcp`.
+    #[arg(long, value_name = "COMMAND ARGS")]
+    mcp: Vec<String>,
 }
 
 /// Greedy accuracy of a checkpoint on held-out samples, with its 95% interval.
 pub fn eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
-    let config = TrainerConfig::load(&args.config)?;
+    let config = load(&args.config, &args.mcp)?;
     let model = args
         .checkpoint
         .clone()

@@ -1,6 +1,7 @@
 //! The calculator job's command-line options, declared once here and flattened into the
 //! `agentfly calculator` command.
 
+use agentfly_trainer::run::McpServerConfig;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -99,6 +100,17 @@ pub struct RunArgs {
     /// Train with code tools even where the sandbox cannot isolate the network.
     #[arg(long)]
     pub allow_network: bool,
+    /// An MCP server whose tools join the task's (repeatable): a child process spoken to
+    /// over stdio, each chain with a session of its own, e.g.
+    /// `--mcp 'uvx mcp-server-git --repository /data/repo'`.
+    #[arg(long = "mcp", value_name = "COMMAND ARGS", value_parser = mcp_server)]
+    pub mcp: Vec<McpServerConfig>,
+}
+
+/// `--mcp 'COMMAND ARGS'`: a stdio server named after its program, refused before a run
+/// directory records it when the line cannot be one.
+fn mcp_server(line: &str) -> Result<McpServerConfig, String> {
+    McpServerConfig::from_command_line(line).map_err(|e| e.to_string())
 }
 
 /// A learning rate: a positive, finite number, refused before a run directory records it.

@@ -160,6 +160,7 @@ fn rl(job: &Job, trainer: &mut Trainer, val: &[Sample]) -> Result<(), JobError> 
 pub fn no_tool_config(config: &TrainerConfig, task: super::Task) -> TrainerConfig {
     let mut c = config.clone();
     c.agent.tools.clear();
+    c.agent.mcp.clear();
     c.agent.format = "hermes".into();
     c.agent.system_prompt = task.no_tool_prompt().into();
     c.agent.system_prompt_file = None;

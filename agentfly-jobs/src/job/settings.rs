@@ -9,8 +9,8 @@ use agentfly_engine::server::LlamaServerConfig;
 use agentfly_model::model::LoraConfig;
 use agentfly_tools::tasks::arithmetic::SplitSizes;
 use agentfly_trainer::run::{
-    AgentSection, AlgorithmSection, DataSection, EvalSection, ModelSection, OutputSection,
-    RolloutSection, RowShape, SftSection, TrainSection, TrainerConfig,
+    AgentSection, AlgorithmSection, DataSection, EvalSection, McpServerConfig, ModelSection,
+    OutputSection, RolloutSection, RowShape, SftSection, TrainSection, TrainerConfig,
 };
 use agentfly_trainer::train::{LossAggregation, OptimConfig, PolicyLossConfig};
 use serde::{Deserialize, Serialize};
@@ -88,6 +88,9 @@ pub struct Settings {
     /// token-mean the two shapes give the same loss.
     #[serde(default, skip_serializing_if = "RowShape::is_trajectory")]
     pub rows: RowShape,
+    /// MCP servers whose tools join the task's (`--mcp`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp: Vec<McpServerConfig>,
 }
 
 /// Is a weight 0 (left out of `settings.json`, so files from before it still match)?
@@ -128,6 +131,7 @@ impl Settings {
             llama_server: args.llama_server,
             bf16: args.bf16,
             rows: RowShape::Trajectory,
+            mcp: args.mcp.clone(),
         };
         if args.full {
             s = Self {
@@ -364,7 +368,7 @@ impl Settings {
                 system_prompt_file: Some(run_dir.join("system.txt")),
                 format_bonus: self.format_bonus,
                 resources: self.task.resources(),
-                mcp: Vec::new(),
+                mcp: self.mcp.clone(),
             },
             chain: self.task.chain(),
             rollout: RolloutSection {

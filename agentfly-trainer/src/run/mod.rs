@@ -47,6 +47,8 @@ mod train_loop;
 mod trainer;
 
 pub use crate::train::TrainSection;
+/// An MCP server of `[[agent.mcp]]` (and of `--mcp` on the commands and the jobs).
+pub use agentfly_mcp::McpServerConfig;
 pub use config::{
     AgentSection, AlgorithmSection, ConfigError, DataSection, ModelSection, OutputSection,
     RolloutSection, RowShape, SftSection, TrainerConfig,

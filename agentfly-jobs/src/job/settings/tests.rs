@@ -32,6 +32,7 @@ fn every_algorithm_and_preset_gives_a_trainer_config_that_loads_back_equal() {
             &["--bf16"],
             &["--llama-server"],
             &["--kl-coef", "0.05"],
+            &["--mcp", "uvx mcp-server-git --repository '/data/a repo'"],
         ] {
             let mut argv = vec!["--algorithm", algorithm, "--format-bonus", "0.1"];
             argv.extend_from_slice(preset);
@@ -154,5 +155,63 @@ fn every_algorithm_and_preset_gives_a_trainer_config_that_loads_back_equal() {
         let parsed = Cli::try_parse_from(["x".to_string(), format!("--lr={bad}")]);
         let err = parsed.err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("is not a positive number"), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn mcp_servers_of_the_command_line_reach_the_trainer_and_the_settings_file() {
+    let s = settings(&[
+        "--smoke",
+        "--mcp",
+        "uvx mcp-server-git --repository '/data/a repo'",
+        "--mcp",
+        "npx -y @modelcontextprotocol/server-memory",
+    ]);
+    let c = s.trainer_config(Path::new("/m.gguf"), Path::new(""), true);
+    let servers: Vec<_> = c
+        .agent
+        .mcp
+        .iter()
+        .map(|m| (m.name.as_str(), m.command.as_deref(), m.args.join("|")))
+        .collect();
+    assert_eq!(
+        servers,
+        [
+            (
+                "uvx",
+                Some("uvx"),
+                "mcp-server-git|--repository|/data/a repo".into()
+            ),
+            (
+                "npx",
+                Some("npx"),
+                "-y|@modelcontextprotocol/server-memory".to_string()
+            ),
+        ]
+    );
+    // The task's own tools stay; the servers' join them when the trainer starts them.
+    assert_eq!(c.agent.tools, Task::Calculator.tools());
+    // settings.json records them (another set is another run), and a file from before
+    // the option, without the field, still reads as a run without servers.
+    let json = serde_json::to_value(&s).unwrap();
+    assert_eq!(json["mcp"][0]["args"][2], "/data/a repo");
+    let mut old = json.clone();
+    old.as_object_mut().unwrap().remove("mcp");
+    let read: Settings = serde_json::from_value(old).unwrap();
+    assert!(read.mcp.is_empty());
+    assert_ne!(read, s);
+    // The no-tool baseline has neither the task's tools nor the servers'.
+    let baseline = crate::job::pipeline::no_tool_config(&c, Task::Calculator);
+    assert!(baseline.agent.tools.is_empty() && baseline.agent.mcp.is_empty());
+}
+
+#[test]
+fn an_mcp_line_that_cannot_be_a_server_is_refused_with_the_reason() {
+    for (line, reason) in [("", "no command"), ("uvx 'unclosed", "unbalanced quotes")] {
+        let error = Cli::try_parse_from(["x", "--mcp", line])
+            .err()
+            .unwrap_or_else(|| panic!("`{line}` was taken"))
+            .to_string();
+        assert!(error.contains(reason), "{line}: {error}");
     }
 }
