@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// What `{session_dir}` in a server's `args` and `env` is replaced with: a directory made
 /// for each session and removed with it (where a server keeps its state, such as the
@@ -22,6 +23,10 @@ pub struct McpServerConfig {
     pub args: Vec<String>,
     /// Variables added to its environment; `{session_dir}` as in `args`.
     pub env: BTreeMap<String, String>,
+    /// The directory it runs in (default: the session's own directory, `{session_dir}`),
+    /// so relative paths in `args`, and those the model passes, resolve there. In a
+    /// configuration file a relative `cwd` is relative to the file's directory.
+    pub cwd: Option<PathBuf>,
     /// Or the URL of a streamable-HTTP server.
     pub url: Option<String>,
     /// One session serves every chain at once (a stateless server). Otherwise each chain
@@ -45,6 +50,7 @@ impl Default for McpServerConfig {
             command: None,
             args: Vec::new(),
             env: BTreeMap::new(),
+            cwd: None,
             url: None,
             shared: false,
             tools: None,
@@ -118,6 +124,11 @@ impl McpServerConfig {
             }
             (Some(command), None) if command.trim().is_empty() => {
                 return Err(error("`command` is empty".into()));
+            }
+            (None, Some(_)) if self.cwd.is_some() => {
+                return Err(error(
+                    "`cwd` is for a server agentfly starts (`command`), not one at a `url`".into(),
+                ));
             }
             _ => {}
         }

@@ -66,6 +66,10 @@ impl McpSession {
                     .tempdir()
                     .map_err(|e| error(format!("no session directory: {e}")))?;
                 let here = dir.path().to_string_lossy().into_owned();
+                let cwd = config.cwd.as_deref().unwrap_or(dir.path());
+                if !cwd.is_dir() {
+                    return Err(error(format!("`cwd` {} is not a directory", cwd.display())));
+                }
                 let mut cmd = tokio::process::Command::new(command);
                 cmd.args(config.args.iter().map(|a| a.replace(SESSION_DIR, &here)))
                     .envs(
@@ -74,7 +78,7 @@ impl McpSession {
                             .iter()
                             .map(|(k, v)| (k, v.replace(SESSION_DIR, &here))),
                     )
-                    .current_dir(dir.path());
+                    .current_dir(cwd);
                 let mut wrapped = CommandWrap::from(cmd);
                 // Its own process group, killed whole: `npx` and the node it starts.
                 wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);

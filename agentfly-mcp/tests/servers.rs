@@ -245,6 +245,12 @@ async fn servers_that_cannot_be_used_are_refused_at_start_naming_why() {
     );
     let missing = McpServerConfig::from_command_line("/no/such/program").unwrap();
     expect(McpServers::start(&[missing]).await, &["cannot start"]);
+    let mut nowhere = faulty(&[]);
+    nowhere.cwd = Some("/no/such/dir".into());
+    expect(
+        McpServers::start(&[nowhere]).await,
+        &["`cwd` /no/such/dir is not a directory"],
+    );
     // A server with no tools, one whose schema no call format can fill, a tool it lacks.
     expect(
         McpServers::start(&[faulty(&["--no-tools"])]).await,
@@ -303,6 +309,8 @@ async fn mcp_server_git_answers_about_a_repository_the_test_made() {
     std::fs::write(repo_dir.join("engine.txt"), "analytical\n").unwrap();
     git(&["add", "engine.txt"]);
     git(&["commit", "-q", "-m", "Describe the analytical engine"]);
+    // Run in the repository (`cwd`), so `--repository .` and a `repo_path` of "." name it
+    // (in a session directory of its own, "." would be refused as outside the repository).
     let config = McpServerConfig {
         name: "git".into(),
         command: Some(agentfly_testdata::mcp_python().display().to_string()),
@@ -310,8 +318,9 @@ async fn mcp_server_git_answers_about_a_repository_the_test_made() {
             "-m".into(),
             "mcp_server_git".into(),
             "--repository".into(),
-            repo_dir.display().to_string(),
+            ".".into(),
         ],
+        cwd: Some(repo_dir.clone()),
         ..McpServerConfig::default()
     };
     let servers = McpServers::start(&[config]).await.unwrap();
@@ -322,8 +331,7 @@ async fn mcp_server_git_answers_about_a_repository_the_test_made() {
         toolbox.names()
     );
     let mut ctx = CallContext::new();
-    let repo = repo_dir.display().to_string();
-    let log = call(&toolbox, &mut ctx, "git_log", json!({"repo_path": repo})).await;
+    let log = call(&toolbox, &mut ctx, "git_log", json!({"repo_path": "."})).await;
     assert!(!log.is_error, "{}", log.text);
     assert!(
         log.text.contains("Describe the analytical engine") && log.text.contains("Ada Lovelace"),

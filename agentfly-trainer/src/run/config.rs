@@ -387,6 +387,17 @@ impl TrainerConfig {
         if let Some(sft) = &mut self.sft {
             fix(&mut sft.data);
         }
+        for server in &mut self.agent.mcp {
+            server.cwd.iter_mut().for_each(fix);
+            // A program named by a relative path (`../venv/bin/server`), not one found on
+            // PATH (`npx`).
+            if let Some(command) = &mut server.command
+                && command.contains('/')
+                && Path::new(command.as_str()).is_relative()
+            {
+                *command = base.join(&*command).to_string_lossy().into_owned();
+            }
+        }
         if let Some(dir) = self.rollout.servers.as_mut().and_then(|s| s.dir.as_mut()) {
             fix(dir);
         }
@@ -497,5 +508,51 @@ impl TrainerConfig {
             return Err("eval.max_failures: a share between 0 and 1".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_mcp_servers_relative_program_and_directory_are_the_files_own() {
+        let mut config: TrainerConfig = toml::from_str(
+            r#"
+            [model]
+            path = "m.gguf"
+            [data]
+            train = "train.jsonl"
+            [agent]
+            tools = []
+            reward = "exact"
+            [output]
+            dir = "out"
+            [[agent.mcp]]
+            name = "git"
+            command = "../venv/bin/mcp-server-git"
+            args = ["--repository", "."]
+            cwd = "repo"
+            [[agent.mcp]]
+            name = "memory"
+            command = "npx"
+            args = ["-y", "server-memory"]
+            "#,
+        )
+        .unwrap();
+        config.resolve(Path::new("/runs/git"));
+        let [git, memory] = &config.agent.mcp[..] else {
+            panic!("two servers")
+        };
+        assert_eq!(
+            git.command.as_deref(),
+            Some("/runs/git/../venv/bin/mcp-server-git")
+        );
+        assert_eq!(git.cwd.as_deref(), Some(Path::new("/runs/git/repo")));
+        // Its arguments are the server's, passed as they are.
+        assert_eq!(git.args, ["--repository", "."]);
+        // A program found on PATH stays so, and no directory means the session's own.
+        assert_eq!(memory.command.as_deref(), Some("npx"));
+        assert_eq!(memory.cwd, None);
     }
 }
