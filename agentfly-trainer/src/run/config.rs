@@ -387,15 +387,19 @@ impl TrainerConfig {
         if let Some(sft) = &mut self.sft {
             fix(&mut sft.data);
         }
+        // Absolute: the server starts in another directory (its session's, or `cwd`).
+        let absolute = |p: &Path| std::path::absolute(base.join(p)).unwrap_or(base.join(p));
         for server in &mut self.agent.mcp {
-            server.cwd.iter_mut().for_each(fix);
+            if let Some(cwd) = &mut server.cwd {
+                *cwd = absolute(cwd);
+            }
             // A program named by a relative path (`../venv/bin/server`), not one found on
             // PATH (`npx`).
             if let Some(command) = &mut server.command
                 && command.contains('/')
                 && Path::new(command.as_str()).is_relative()
             {
-                *command = base.join(&*command).to_string_lossy().into_owned();
+                *command = absolute(Path::new(command)).to_string_lossy().into_owned();
             }
         }
         if let Some(dir) = self.rollout.servers.as_mut().and_then(|s| s.dir.as_mut()) {
@@ -540,15 +544,17 @@ mod tests {
             "#,
         )
         .unwrap();
-        config.resolve(Path::new("/runs/git"));
+        // A file named by a relative path: made absolute, as the server runs elsewhere.
+        config.resolve(Path::new("runs/git"));
         let [git, memory] = &config.agent.mcp[..] else {
             panic!("two servers")
         };
+        let here = std::env::current_dir().unwrap();
         assert_eq!(
-            git.command.as_deref(),
-            Some("/runs/git/../venv/bin/mcp-server-git")
+            git.command.as_deref().map(Path::new),
+            Some(&*here.join("runs/git/../venv/bin/mcp-server-git"))
         );
-        assert_eq!(git.cwd.as_deref(), Some(Path::new("/runs/git/repo")));
+        assert_eq!(git.cwd.as_deref(), Some(&*here.join("runs/git/repo")));
         // Its arguments are the server's, passed as they are.
         assert_eq!(git.args, ["--repository", "."]);
         // A program found on PATH stays so, and no directory means the session's own.
