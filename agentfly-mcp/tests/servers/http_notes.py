@@ -6,6 +6,7 @@ Usage: http_notes.py PORT
 import sys
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("notes")
 notes_of = {}
@@ -30,8 +31,9 @@ def notes(ctx: Context) -> str:
 
 @server.tool()
 def fail(reason: str) -> str:
-    """Fails with the reason."""
-    raise ValueError(reason)
+    """Fails with the reason (a ToolError: the SDK passes its message on, while any other
+    exception reaches the client only as `Error executing tool fail`)."""
+    raise ToolError(reason)
 
 
 server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
