@@ -7,11 +7,9 @@
 //! rolls out on servers the trainer runs (`[rollout.llama_server]`), pushes each update's
 //! weights to them, and evaluates through them on exactly the trained weights.
 //!
-//! Ignored in a plain `cargo test` (the server takes minutes to build); the test command
-//! (`scripts/test`, CI) builds the server and runs it:
-//! `scripts/build-llama-server && cargo test -p agentfly-trainer --test llama_server -- --ignored --test-threads=1`
-//! (one at a time: each runs servers, and two at once on 2 cores take minutes)
-//! (`AGENTFLY_LLAMA_SERVER` names another binary).
+//! Ignored in a plain `cargo test` (the server takes minutes to build); `scripts/test`
+//! builds it and runs these one at a time (each runs servers), `AGENTFLY_LLAMA_SERVER`
+//! naming another binary: `cargo test --workspace --test llama_server -- --ignored --test-threads=1`.
 
 use agentfly_testdata::support as common;
 
@@ -352,7 +350,9 @@ checkpoint_every = 1
     );
 
     // Evaluation goes through the servers too: greedy, it is the built-in engine's on the
-    // trained weights, token for token.
+    // trained weights, token for token, except where the two best tokens are a near-tie:
+    // there llama.cpp's last bits may pick the other (seen once in CI: "\n" or the end of
+    // the turn after the answer), and the two generations part.
     let through_servers = trainer.evaluate(&samples()).unwrap();
     let mut config = trainer.config().clone();
     config.rollout.llama_server = None;
@@ -360,15 +360,44 @@ checkpoint_every = 1
     let on_engine = Trainer::with_model(config, &out).unwrap();
     let engine = on_engine.evaluate(&samples()).unwrap();
     assert_eq!(through_servers.trajectories.len(), samples().len());
+    let mut parted = 0;
     for (a, b) in engine
         .trajectories
         .iter()
         .zip(&through_servers.trajectories)
     {
-        assert_eq!(a.tokens, b.tokens, "sample {}", a.sample_id);
         assert!(b.turns.iter().all(|turn| turn.policy_version == 2));
+        if a.tokens == b.tokens {
+            continue;
+        }
+        let (at, margin) = parting(&trained, &a.tokens, &b.tokens).expect("a token differs");
+        // The tolerance of the served log-probabilities above.
+        assert!(
+            margin < 0.1,
+            "sample {}: parts at token {at}, no near-tie: {margin}",
+            a.sample_id
+        );
+        eprintln!(
+            "sample {}: parts at token {at}, a near-tie ({margin:.1e})",
+            a.sample_id
+        );
+        parted += 1;
     }
-    assert_eq!(engine.correct, through_servers.correct);
+    assert!(parted <= 1, "{parted} samples parted");
+    if parted == 0 {
+        assert_eq!(engine.correct, through_servers.correct);
+    }
+}
+
+/// Where two generations of one prompt first differ, and how far apart `model` puts the
+/// two tokens there in log-probability (`None`: no token differs before one ends).
+fn parting(model: &Pretrained, a: &[u32], b: &[u32]) -> Option<(usize, f32)> {
+    let at = a.iter().zip(b).position(|(x, y)| x != y)?;
+    let ids: Vec<i64> = a[..at].iter().map(|&id| i64::from(id)).collect();
+    let logits = common::logits(model, ids, [1, at]);
+    let vocab = logits.len() / at;
+    let last = &logits[(at - 1) * vocab..];
+    Some((at, (last[a[at] as usize] - last[b[at] as usize]).abs()))
 }
 
 #[test]
