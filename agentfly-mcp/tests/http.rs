@@ -3,7 +3,9 @@
 //! `.venv-mcp`, which `scripts/setup` makes): its tools join the toolbox, each chain gets
 //! an HTTP session of its own (the server keys its notes by `Mcp-Session-Id`), an error is
 //! an observation, and a server that goes away ends only the chain that was using it.
+//! And the other way: our tools served by `serve_http`, reached by that same client.
 
+use agentfly_core::env::{EnvPools, PoolConfig};
 use agentfly_core::tool::ToolErrorKind;
 use agentfly_core::{CallContext, Toolbox};
 use agentfly_mcp::{McpServerConfig, McpServers};
@@ -11,6 +13,8 @@ use serde_json::json;
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
+
+agentfly_core::link!(agentfly_tools);
 
 /// The notes server on a free port, once it accepts connections.
 fn notes_server() -> (Child, String) {
@@ -90,5 +94,43 @@ async fn a_stateful_server_over_http_gives_each_chain_its_own_session() {
         "{lost:?}"
     );
     drop((b, c));
+    servers.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_tools_served_over_http_are_reached_by_an_mcp_client_until_shutdown() {
+    let tools = Toolbox::from_names(&["calculator"]).unwrap();
+    let pools = EnvPools::new(PoolConfig::default());
+    let served = agentfly_mcp::serve_http(tools, pools, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    assert_ne!(served.addr().port(), 0);
+    assert_eq!(served.url(), format!("http://{}/mcp", served.addr()));
+    let config = McpServerConfig {
+        name: "ours".into(),
+        url: Some(served.url()),
+        call_timeout_secs: 5,
+        ..McpServerConfig::default()
+    };
+    let servers = McpServers::start(&[config]).await.unwrap();
+    let toolbox = servers.extend(Toolbox::from_specs(Vec::new())).unwrap();
+    assert_eq!(toolbox.names(), ["calculator"]);
+    let mut ctx = CallContext::new();
+    let sum = toolbox
+        .call(&mut ctx, "calculator", json!({"expression": "2 + 3"}))
+        .await;
+    assert!(!sum.is_error && sum.text.contains('5'), "{sum:?}");
+    // A tool's error comes back flagged, an observation.
+    let bad = toolbox
+        .call(&mut ctx, "calculator", json!({"expression": "2 +"}))
+        .await;
+    assert!(bad.is_error, "{bad:?}");
+    // Stopped, it answers no more: the chain's call is an error, not a hang.
+    served.shutdown().await;
+    let gone = toolbox
+        .call(&mut ctx, "calculator", json!({"expression": "1 + 1"}))
+        .await;
+    assert!(gone.is_error, "{gone:?}");
+    drop(ctx);
     servers.close().await;
 }

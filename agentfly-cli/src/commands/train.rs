@@ -4,7 +4,7 @@ use agentfly_core::Toolbox;
 use agentfly_core::data::read_jsonl;
 use agentfly_tools::prepare::{Needs, prepare};
 use agentfly_tools::sandbox::{self, Purpose};
-use agentfly_trainer::run::{EvalReport, McpServerConfig, Trainer, TrainerConfig};
+use agentfly_trainer::run::{EvalReport, Trainer, TrainerConfig};
 use anyhow::{Context, bail};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,12 +30,7 @@ pub struct TrainArgs {
 /// The run's configuration, with the servers of `--mcp` added to `[[agent.mcp]]`.
 fn load(config: &std::path::Path, mcp: &[String]) -> anyhow::Result<TrainerConfig> {
     let mut config = TrainerConfig::load(config)?;
-    for line in mcp {
-        config
-            .agent
-            .mcp
-            .push(McpServerConfig::from_command_line(line)?);
-    }
+    config.agent.mcp.extend(super::mcp::configs(mcp)?);
     Ok(config)
 }
 

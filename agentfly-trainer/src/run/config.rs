@@ -388,7 +388,10 @@ impl TrainerConfig {
             fix(&mut sft.data);
         }
         // Absolute: the server starts in another directory (its session's, or `cwd`).
-        let absolute = |p: &Path| std::path::absolute(base.join(p)).unwrap_or(base.join(p));
+        let absolute = |p: &Path| {
+            let joined = base.join(p);
+            std::path::absolute(&joined).unwrap_or(joined)
+        };
         for server in &mut self.agent.mcp {
             if let Some(cwd) = &mut server.cwd {
                 *cwd = absolute(cwd);
