@@ -48,6 +48,9 @@ enum Command {
     Call(commands::call::Args),
     /// Serve registered tools to any MCP client over stdio.
     McpServe(commands::mcp_serve::Args),
+    /// Serve a model behind an OpenAI-compatible endpoint; clients at /sessions/ID/v1 are
+    /// recorded as trajectories.
+    Serve(commands::serve::Args),
     /// Generate a continuation of a prompt or a chat conversation.
     Generate(commands::generate::Args),
     /// Write the logits of one forward pass to a safetensors file.
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
             Command::Rewards(args) => commands::rewards::run(args),
             Command::Call(args) => commands::call::run(args),
             Command::McpServe(args) => commands::mcp_serve::run(args),
+            Command::Serve(args) => commands::serve::run(args),
             Command::Generate(args) => commands::generate::run(args),
             Command::Logits(args) => commands::logits::run(args),
             Command::ExportGguf(args) => commands::export_gguf::run(args),

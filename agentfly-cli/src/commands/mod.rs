@@ -12,6 +12,7 @@ mod model_args;
 pub mod render;
 pub mod rewards;
 pub mod rollout;
+pub mod serve;
 pub mod tasks;
 pub mod tools;
 pub mod train;

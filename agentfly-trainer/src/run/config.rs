@@ -1,5 +1,6 @@
 //! The training run's TOML configuration. Errors name the file and the key.
 
+use super::external_config::ExternalAgentConfig;
 use crate::train::{OptimConfig, TrainSection};
 use agentfly_core::rl::Estimator;
 use agentfly_core::rollout::ChainConfig;
@@ -154,8 +155,10 @@ pub struct DataSection {
 pub struct AgentSection {
     /// Tool names (linked into the binary); none: the model answers in plain text and the
     /// reward reads its reply (a no-tool baseline).
+    #[serde(default)]
     pub tools: Vec<String>,
-    /// The reward's name.
+    /// The reward's name (none with `[rollout.external]`: the agent posts its reward).
+    #[serde(default)]
     pub reward: String,
     /// `hermes`, `react` or `code`.
     #[serde(default = "hermes")]
@@ -216,6 +219,9 @@ pub struct RolloutSection {
     /// Or roll out on running vLLM or SGLang servers (`[rollout.servers]`): the trainer
     /// writes each update's weights where they can read them and has them load it.
     pub servers: Option<ExternalServersConfig>,
+    /// Or let an agent program play each episode against the trainer's own
+    /// OpenAI-compatible endpoint (`[rollout.external]`); it posts the reward.
+    pub external: Option<ExternalAgentConfig>,
 }
 
 impl Default for RolloutSection {
@@ -231,6 +237,7 @@ impl Default for RolloutSection {
             engine: EngineConfig::default(),
             llama_server: None,
             servers: None,
+            external: None,
         }
     }
 }
@@ -405,6 +412,9 @@ impl TrainerConfig {
                 *command = absolute(Path::new(command)).to_string_lossy().into_owned();
             }
         }
+        if let Some(external) = &mut self.rollout.external {
+            external.resolve(base);
+        }
         if let Some(dir) = self.rollout.servers.as_mut().and_then(|s| s.dir.as_mut()) {
             fix(dir);
         }
@@ -447,6 +457,12 @@ impl TrainerConfig {
                     .unwrap_or_default()
             ));
         }
+        super::external_config::check(
+            self.rollout.external.as_ref(),
+            &self.agent.reward,
+            !self.agent.tools.is_empty() || !self.agent.mcp.is_empty(),
+            self.rollout.llama_server.is_some() || self.rollout.servers.is_some(),
+        )?;
         if let Some(servers) = &self.rollout.servers {
             if self.rollout.llama_server.is_some() {
                 return Err("rollout.servers: roll out on [rollout.llama_server] or on \

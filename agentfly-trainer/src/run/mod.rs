@@ -34,6 +34,8 @@ pub mod checkpoint;
 mod config;
 mod error;
 mod eval;
+mod external;
+mod external_config;
 mod generator;
 mod metrics;
 mod rl_step;
@@ -57,6 +59,7 @@ pub use error::TrainError;
 pub use eval::{
     EvalReport, EvalSection, accuracy_of, correct_of, failed_of, failure_of, wilson_interval,
 };
+pub use external_config::ExternalAgentConfig;
 pub use metrics::{MetricsLog, StepMetrics, TrainSummary, print_line, progress_bar};
 pub use rows::{RowInputs, effective_mask, training_rows, turn_rows};
 pub use sampler::Sampler;

@@ -56,7 +56,12 @@ impl Trainer {
         config.validate().map_err(invalid)?;
         agentfly_model::alloc::retain_freed_memory();
         let toolbox = Toolbox::from_names(&config.agent.tools)?;
-        let rewards = Rewards::from_names(std::slice::from_ref(&config.agent.reward))?;
+        // With `[rollout.external]` the agent posts the reward: none is named.
+        let reward_names: &[String] = match config.agent.reward.as_str() {
+            "" => &[],
+            _ => std::slice::from_ref(&config.agent.reward),
+        };
+        let rewards = Rewards::from_names(reward_names)?;
         let format = format_by_name(&config.agent.format).expect("validated");
         let train = read_jsonl(&config.data.train)?;
         if resume && train.is_empty() && config.train.steps > 0 {
@@ -228,6 +233,22 @@ impl Trainer {
                 .map_err(|e| invalid(format!("agent.mcp: {e}")))?;
             (servers.0, Some(servers.1))
         };
+        let external = match &config.rollout.external {
+            Some(external) => {
+                let model = agentfly_serve::ChatModel::new(
+                    "agentfly-policy",
+                    tokenizer.clone(),
+                    template.clone(),
+                    eos.clone(),
+                    model_config.max_position_embeddings,
+                )
+                .map_err(|e| invalid(format!("rollout.external: {e}")))?;
+                Some(super::external::ExternalAgents::start(
+                    external, model, &runtime,
+                )?)
+            }
+            None => None,
+        };
         Ok(Self {
             config,
             chains: Chains {
@@ -240,6 +261,7 @@ impl Trainer {
                 generator,
                 pools,
                 _mcp: mcp,
+                external,
                 runtime,
             },
             model_config,

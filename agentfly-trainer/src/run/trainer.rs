@@ -64,6 +64,8 @@ pub(super) struct Chains {
     pub(super) pools: EnvPools,
     /// The MCP servers whose tools are in `toolbox` (their sessions stop with them).
     pub(super) _mcp: Option<agentfly_mcp::McpServers>,
+    /// `[rollout.external]`: the endpoint the user's agents play their episodes against.
+    pub(super) external: Option<super::external::ExternalAgents>,
     pub(super) runtime: tokio::runtime::Runtime,
 }
 
@@ -244,6 +246,27 @@ impl Chains {
             seed,
         };
         let bonus = config.agent.format_bonus;
+        if let Some(external) = &self.external {
+            let start = std::time::Instant::now();
+            let plan = super::external::Plan {
+                samples,
+                chains,
+                chain: &chain,
+                seed,
+                concurrency: config.rollout.concurrency,
+            };
+            let trajectories =
+                self.runtime
+                    .block_on(external.rollout(self.generator.policy(), plan, |t| {
+                        let mut t = t.clone();
+                        shape(&mut t, bonus);
+                        on_done(&t)
+                    }));
+            let mut trajectories = trajectories;
+            trajectories.iter_mut().for_each(|t| shape(t, bonus));
+            let summary = RolloutSummary::of(&trajectories, start.elapsed().as_secs_f64());
+            return Ok((trajectories, summary));
+        }
         let mut out = self.runtime.block_on(rollout.run(samples, |t| {
             let mut t = t.clone();
             shape(&mut t, bonus);

@@ -100,6 +100,16 @@ pub fn worlds_python() -> PathBuf {
     path
 }
 
+/// The Python with the official `openai` client and the OpenAI Agents SDK (`.venv-agents`).
+pub fn agents_python() -> PathBuf {
+    let path = repo().join(".venv-agents/bin/python");
+    require(
+        &path,
+        "it makes .venv-agents with the openai client and openai-agents from PyPI",
+    );
+    path
+}
+
 /// The Python with the official MCP SDK (`mcp`) and `mcp-server-git` (`.venv-mcp`).
 pub fn mcp_python() -> PathBuf {
     let path = repo().join(".venv-mcp/bin/python");

@@ -476,9 +476,10 @@ fn workspace_dependencies(member: &str) -> BTreeSet<String> {
 #[test]
 fn the_model_engine_and_trainer_depend_one_way() {
     // MCP's client sits beside the tools: on core only, and the trainer may use it.
-    let allowed: [(&str, &[&str]); 5] = [
+    let allowed: [(&str, &[&str]); 6] = [
         ("agentfly-core", &["agentfly-macros"]),
         ("agentfly-mcp", &["agentfly-core"]),
+        ("agentfly-serve", &["agentfly-core"]),
         ("agentfly-model", &["agentfly-core"]),
         ("agentfly-engine", &["agentfly-core", "agentfly-model"]),
         (
@@ -486,6 +487,7 @@ fn the_model_engine_and_trainer_depend_one_way() {
             &[
                 "agentfly-core",
                 "agentfly-mcp",
+                "agentfly-serve",
                 "agentfly-model",
                 "agentfly-engine",
             ],
