@@ -1,7 +1,8 @@
 //! The endpoint's overhead: chat completions of SmolLM2-135M through `agentfly serve`'s
 //! HTTP endpoint (render, tokenize, HTTP and JSON both ways, the reply read back) against the
 //! same requests sent to the engine directly, pre-tokenized, at 1, 8 and 32 concurrent
-//! clients; greedy, 32 new tokens each, a fresh engine per measurement, in one run.
+//! clients; greedy, up to 64 new tokens each, a fresh engine per measurement, each measured
+//! twice in the order engine, endpoint, endpoint, engine, and the faster of each pair kept.
 //!
 //! ```sh
 //! cargo run --release -- fetch-model
@@ -22,10 +23,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 static ALLOC: agentfly_model::alloc::Allocator = agentfly_model::alloc::Allocator;
 
 const REQUESTS: usize = 32;
-const NEW_TOKENS: usize = 32;
+const NEW_TOKENS: usize = 64;
 
 fn messages(i: usize) -> Value {
-    json!([{"role": "user", "content": format!("What is {} plus {}? Explain in one sentence.", 17 + i, 40 + 3 * i)}])
+    const TOPICS: [&str; 8] = [
+        "rivers", "bridges", "bread", "clocks", "maps", "bees", "ships", "paper",
+    ];
+    json!([{"role": "user", "content": format!("Write a long, detailed paragraph about the history of {} ({}).", TOPICS[i % 8], i)}])
 }
 
 fn load() -> (Pretrained, ChatModel) {
@@ -129,12 +133,15 @@ fn main() {
     let mut rows = Vec::new();
     for clients in [1, 8, 32] {
         eprintln!("{clients} clients: the engine directly, then through the endpoint ...");
-        let ours = runtime.block_on(direct(clients));
+        let first = runtime.block_on(direct(clients));
         let served = runtime.block_on(endpoint(clients));
-        rows.push((clients, ours, served));
+        let again = runtime.block_on(endpoint(clients));
+        let last = runtime.block_on(direct(clients));
+        let best = |a: (f64, usize), b: (f64, usize)| if a.0 <= b.0 { a } else { b };
+        rows.push((clients, best(first, last), best(served, again)));
     }
     println!(
-        "\n## Serving: SmolLM2-135M-Instruct, {REQUESTS} chat completions of {NEW_TOKENS} new tokens, greedy, CPU\n"
+        "\n## Serving: SmolLM2-135M-Instruct, {REQUESTS} chat completions of up to {NEW_TOKENS} new tokens, greedy, CPU\n"
     );
     println!(
         "| clients at once | engine directly tok/s | through `agentfly serve` tok/s | endpoint / engine | tokens (engine / endpoint) |"

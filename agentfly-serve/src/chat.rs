@@ -56,15 +56,6 @@ pub(crate) async fn complete(
                     "a recorded session samples one choice per request (`n` 1)",
                 ));
             }
-            if let Some(max) = s.options.max_turns
-                && s.turns >= max
-            {
-                return Err(ApiError::BadRequest {
-                    message: format!("the episode has used its {max} model turns: post its reward"),
-                    param: None,
-                    code: Some("max_turns_exceeded"),
-                });
-            }
             let budget = s.options.max_total_tokens.unwrap_or(usize::MAX);
             (
                 s.prepare(model, messages, tools.clone())?,
@@ -85,11 +76,28 @@ pub(crate) async fn complete(
     };
     let budget = budget.min(model.context_len);
     let room = budget.saturating_sub(prepared.context.len());
+    // A request past the episode's turns or tokens is refused, and what the client added
+    // (the last observation) recorded, as a chain ends.
+    if let Some(max) = guard.as_deref().and_then(|s| s.options.max_turns)
+        && turn >= max
+    {
+        if let Some(session) = guard.as_deref_mut() {
+            session.record_added(prepared);
+        }
+        return Err(ApiError::BadRequest {
+            message: format!("the episode has used its {max} model turns: post its reward"),
+            param: None,
+            code: Some("max_turns_exceeded"),
+        });
+    }
     if room == 0 {
+        let len = prepared.context.len();
+        if let Some(session) = guard.as_deref_mut() {
+            session.record_added(prepared);
+        }
         return Err(ApiError::BadRequest {
             message: format!(
-                "the conversation is {} tokens, and this {} holds {budget}",
-                prepared.context.len(),
+                "the conversation is {len} tokens, and this {} holds {budget}",
                 if budget == model.context_len {
                     "model's context"
                 } else {

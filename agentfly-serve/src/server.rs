@@ -111,12 +111,6 @@ impl Server {
         Ok(())
     }
 
-    /// Has session `id` had its reward posted?
-    pub fn rewarded(&self, id: &str) -> bool {
-        let session = lock(&self.inner.sessions).get(id).cloned();
-        session.is_some_and(|s| s.try_lock().is_ok_and(|s| s.ended()))
-    }
-
     /// Removes session `id` and returns what it recorded (waiting for a request of it in
     /// flight); `None` when there is none.
     pub async fn take_session(&self, id: &str) -> Option<SessionRecord> {

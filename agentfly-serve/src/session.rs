@@ -182,6 +182,30 @@ impl Session {
         })
     }
 
+    /// Records what the client added in `prepared` (mask 0) without a generation: the
+    /// request could not be served (the episode's turns or tokens are spent), and the
+    /// trajectory ends as a chain's does, with the last observation appended.
+    pub(crate) fn record_added(&mut self, prepared: Prepared) {
+        self.last_used = Instant::now();
+        if let Join::Extend {
+            env_ids,
+            messages,
+            tool_results,
+        } = prepared.join
+            && let Some(open) = &mut self.open
+        {
+            let t = &mut open.trajectory;
+            push(t, &env_ids, None);
+            if let Some(last) = t.turns.last_mut() {
+                last.end = t.tokens.len();
+                for (call, result) in last.calls.iter_mut().zip(tool_results) {
+                    call.observation = result;
+                }
+            }
+            open.messages = messages;
+        }
+    }
+
     /// Records a generation made from `prepared`: `generated` as sampled, its text, the
     /// calls read from it.
     pub(crate) fn record(

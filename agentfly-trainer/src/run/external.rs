@@ -49,13 +49,14 @@ impl ExternalAgents {
     ) -> Result<Self, TrainError> {
         let (policy, requests) = policy_channel();
         let model = model.describe_tools(config.describe_tools);
+        // A session lives as long as its episode may: none is forgotten mid-episode.
+        let serve = ServeConfig {
+            session_idle: Duration::from_secs(config.timeout_secs + 60)
+                .max(ServeConfig::default().session_idle),
+            ..ServeConfig::default()
+        };
         let server = runtime
-            .block_on(Server::start(
-                model,
-                Arc::new(policy),
-                ServeConfig::default(),
-                config.listen,
-            ))
+            .block_on(Server::start(model, Arc::new(policy), serve, config.listen))
             .map_err(|e| {
                 TrainError::Engine(format!(
                     "rollout.external: the endpoint at {}: {e}",
