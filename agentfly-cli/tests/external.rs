@@ -83,7 +83,12 @@ dir = "{out}"
             agents_python().display(),
             example.display()
         );
-    std::fs::write(&external, text).unwrap();
+    std::fs::write(&external, &text).unwrap();
+    // The same agent on the OpenAI Agents SDK.
+    let sdk = text
+        .replace("/agent.py", "/agents_sdk.py")
+        .replace("external-run", "sdk-run");
+    std::fs::write(dir.join("sdk.toml"), sdk).unwrap();
     [sft, chains, external]
 }
 
@@ -204,6 +209,37 @@ fn a_python_agent_on_the_openai_client_plays_and_trains_like_a_chain() {
         "the warm-started agent calls its tools through the endpoint"
     );
 
+    // The Agents SDK's agent plays the same problems through the same endpoint: every episode
+    // posts its reward (its requests differ from agent.py's: the SDK's own tool schemas).
+    let report: Value = serde_json::from_str(&agentfly(
+        &[
+            "eval",
+            "--config",
+            "sdk.toml",
+            "--out",
+            "sdk.jsonl",
+            "--json",
+        ],
+        dir.path(),
+    ))
+    .unwrap();
+    assert_eq!(report["samples"], 8, "{report}");
+    assert_eq!(
+        report["failed"], 0,
+        "every SDK episode posted its reward: {report}"
+    );
+    let sdk = json_lines(&dir.path().join("sdk.jsonl"));
+    let same = ours
+        .iter()
+        .zip(&sdk)
+        .filter(|(a, b)| a["tokens"] == b["tokens"])
+        .count();
+    eprintln!(
+        "the Agents SDK's agent: {}/8 correct ({}/8 for the chains), {same}/8 episodes token for token the chains'",
+        report["correct"],
+        ours.iter().filter(|t| t["reward"] == 1.0).count()
+    );
+
     // A few RL steps from the agent's episodes, and the same on agentfly's own chains.
     let learned = |config: &str, run: &str| -> Vec<Value> {
         agentfly(&["train", "--config", config, "--json"], dir.path());
@@ -223,8 +259,8 @@ fn a_python_agent_on_the_openai_client_plays_and_trains_like_a_chain() {
             b["reward_mean"],
             a["trained_trajectories"],
             b["trained_trajectories"],
-            a["update"]["loss"],
-            b["update"]["loss"]
+            a["loss"],
+            b["loss"]
         );
         assert_eq!(
             b["trajectories"], 8,

@@ -31,7 +31,7 @@ pub(crate) async fn complete(
 ) -> Result<Response, ApiError> {
     let request = ChatRequest::parse(body)?;
     request.check(Limits {
-        max_n: inner.config.max_n,
+        max_n: inner.config.max_n.min(inner.config.max_concurrent.max(1)),
     })?;
     let model = &inner.model;
     let messages = model.template_messages(&request.messages);
@@ -44,11 +44,32 @@ pub(crate) async fn complete(
     };
     let (prepared, fixed, budget, turn) = match guard.as_deref() {
         Some(s) => {
+            // (400, not 409: OpenAI's clients retry a 409.)
             if s.ended() {
-                return Err(ApiError::Conflict(format!(
-                    "session {:?} has ended: its reward was posted",
-                    s.id
-                )));
+                return Err(ApiError::BadRequest {
+                    message: format!("session {:?} has ended: its reward was posted", s.id),
+                    param: None,
+                    code: Some("session_ended"),
+                });
+            }
+            if s.spent {
+                return Err(ApiError::BadRequest {
+                    message: "the episode's turns or tokens are spent: post its reward".into(),
+                    param: None,
+                    code: Some("episode_spent"),
+                });
+            }
+            let cap = inner.config.max_session_trajectories;
+            if s.count() >= cap {
+                return Err(ApiError::BadRequest {
+                    message: format!(
+                        "session {:?} holds {cap} trajectories, the most this server keeps for one \
+                         session: post its reward or DELETE it",
+                        s.id
+                    ),
+                    param: None,
+                    code: Some("session_full"),
+                });
             }
             if n > 1 {
                 return Err(ApiError::bad(
@@ -82,7 +103,7 @@ pub(crate) async fn complete(
         && turn >= max
     {
         if let Some(session) = guard.as_deref_mut() {
-            session.record_added(prepared);
+            session.record_added(model, prepared);
         }
         return Err(ApiError::BadRequest {
             message: format!("the episode has used its {max} model turns: post its reward"),
@@ -93,7 +114,7 @@ pub(crate) async fn complete(
     if room == 0 {
         let len = prepared.context.len();
         if let Some(session) = guard.as_deref_mut() {
-            session.record_added(prepared);
+            session.record_added(model, prepared);
         }
         return Err(ApiError::BadRequest {
             message: format!(
@@ -126,7 +147,12 @@ pub(crate) async fn complete(
             request.seed.map_or_else(|| fresh_seed(inner), |s| s as u64),
         ),
     };
-    let stop_strings = request.stop_strings();
+    // Under the run's fixed sampling the client's stop strings are not applied either: a reply
+    // cut short would not be what the model sampled, and the session could not join it.
+    let stop_strings = match fixed {
+        Some(_) => Vec::new(),
+        None => request.stop_strings(),
+    };
     let wait = inner.config.queue_wait;
     let permit = tokio::time::timeout(wait, inner.slots.acquire_many(n as u32))
         .await

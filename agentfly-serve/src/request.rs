@@ -171,6 +171,13 @@ impl ChatRequest {
                 format!("`n` must be 1 to {}, not {n}", limits.max_n),
             ));
         }
+        let stops = self.stop_strings();
+        if stops.len() > 4 || stops.iter().any(|s| s.is_empty() || s.len() > 256) {
+            return Err(ApiError::bad(
+                "stop",
+                "`stop` takes at most 4 strings, each of 1 to 256 bytes",
+            ));
+        }
         if self.max_tokens() == Some(0) {
             return Err(ApiError::bad(
                 "max_tokens",

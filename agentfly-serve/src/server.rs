@@ -314,6 +314,7 @@ async fn reward(
         })?;
         let reward = value["reward"]
             .as_f64()
+            .map(|r| r as f32)
             .filter(|r| r.is_finite())
             .ok_or_else(|| ApiError::bad("reward", "`reward` must be a finite number"))?;
         let mut metrics = BTreeMap::new();
@@ -344,7 +345,7 @@ async fn reward(
                 "session {id:?} already has its reward"
             )));
         }
-        session.finish(&inner.model, reward as f32, metrics);
+        session.finish(&inner.model, reward, metrics);
         let n = session.trajectories(&inner.model).len();
         Ok::<_, ApiError>(
             (

@@ -79,6 +79,9 @@ pub(crate) struct Session {
     pub(crate) turns: usize,
     pub(crate) last_used: Instant,
     created: Instant,
+    /// The episode's budget is spent (its turns, or its tokens by a generation that filled
+    /// them): it ended as a chain ends, and takes no more generations.
+    pub(crate) spent: bool,
 }
 
 /// Where a generation starts: the context, and how it joins the session.
@@ -127,6 +130,7 @@ impl Session {
             turns: 0,
             last_used: Instant::now(),
             created: Instant::now(),
+            spent: false,
         }
     }
 
@@ -185,7 +189,7 @@ impl Session {
     /// Records what the client added in `prepared` (mask 0) without a generation: the
     /// request could not be served (the episode's turns or tokens are spent), and the
     /// trajectory ends as a chain's does, with the last observation appended.
-    pub(crate) fn record_added(&mut self, prepared: Prepared) {
+    pub(crate) fn record_added(&mut self, model: &ChatModel, prepared: Prepared) {
         self.last_used = Instant::now();
         if let Join::Extend {
             env_ids,
@@ -204,6 +208,15 @@ impl Session {
             }
             open.messages = messages;
         }
+        if let Some(open) = self.open.take() {
+            self.done.push(self.close(open, model));
+        }
+        self.spent = true;
+    }
+
+    /// Trajectories recorded so far, the open one included.
+    pub(crate) fn count(&self) -> usize {
+        self.done.len() + usize::from(self.open.is_some())
     }
 
     /// Records a generation made from `prepared`: `generated` as sampled, its text, the
@@ -286,13 +299,30 @@ impl Session {
             .is_some_and(|id| model.end_of_turn.contains(id));
         open.messages
             .push(json!({"role": "assistant", "content": text}));
-        self.open = Some(open);
+        // A generation that filled the budget ends the trajectory, as a chain's ends: nothing
+        // the client adds after it is recorded.
+        let budget = self
+            .options
+            .max_total_tokens
+            .unwrap_or(usize::MAX)
+            .min(model.context_len);
+        if open.trajectory.tokens.len() >= budget {
+            self.done.push(self.close(open, model));
+            self.spent = true;
+        } else {
+            self.open = Some(open);
+        }
     }
 
     fn close(&self, open: Open, model: &ChatModel) -> Trajectory {
         let mut t = open.trajectory;
         let last = t.turns.last();
-        let full = self.options.max_total_tokens.unwrap_or(model.context_len) <= t.tokens.len();
+        let full = self
+            .options
+            .max_total_tokens
+            .unwrap_or(usize::MAX)
+            .min(model.context_len)
+            <= t.tokens.len();
         t.finish_reason = match last {
             _ if full => ChainEnd::Truncated,
             Some(turn) if turn.calls.is_empty() => ChainEnd::NoToolCall,

@@ -24,6 +24,9 @@ pub struct ServeConfig {
     pub max_concurrent: usize,
     /// The most choices (`n`) per request.
     pub max_n: usize,
+    /// The most trajectories one session records (a client that rewrites its history at
+    /// every request starts one each time).
+    pub max_session_trajectories: usize,
     /// `max_tokens` when a request gives none.
     pub default_max_tokens: usize,
     /// When set, requests need `Authorization: Bearer <key>`.
@@ -39,6 +42,7 @@ impl Default for ServeConfig {
             queue_wait: Duration::from_secs(600),
             max_concurrent: 64,
             max_n: 16,
+            max_session_trajectories: 256,
             default_max_tokens: 1024,
             api_key: None,
         }

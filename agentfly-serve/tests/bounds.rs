@@ -239,3 +239,51 @@ fn an_extended_history_continues_its_trajectory_and_a_rewritten_one_starts_anoth
     assert!(record.trajectories.iter().all(|t| t.reward == Some(0.5)));
     assert_eq!(server.sessions(), 0);
 }
+
+#[test]
+fn an_episode_past_its_turns_records_the_last_observation_and_ends() {
+    let (runtime, server, _) = start(ServeConfig {
+        max_session_trajectories: 2,
+        ..ServeConfig::default()
+    });
+    let addr = server.addr();
+    let options = agentfly_serve::SessionOptions {
+        max_turns: Some(1),
+        ..Default::default()
+    };
+    server.open_session("limited", options).unwrap();
+    let path = "/sessions/limited/v1/chat/completions";
+    assert_eq!(
+        http(addr, "POST", path, &chat(json!([user("a")]), 1)).0,
+        200
+    );
+    let extended = json!([user("a"), {"role": "assistant", "content": "OK"}, user("b")]);
+    let (status, body) = http(addr, "POST", path, &chat(extended.clone(), 1));
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("max_turns_exceeded"), "{body}");
+    // As a chain that ran out of turns: the last observation appended, then the end.
+    let (status, body) = http(addr, "POST", path, &chat(extended, 1));
+    assert_eq!(status, 400);
+    assert!(body.contains("episode_spent"), "{body}");
+    let record = runtime.block_on(server.take_session("limited")).unwrap();
+    assert_eq!(record.trajectories.len(), 1);
+    let t = &record.trajectories[0];
+    assert_eq!(t.turns.len(), 1);
+    assert!(
+        t.turns[0].end > t.turns[0].model_end,
+        "the user's `b` is recorded, mask 0"
+    );
+    assert_eq!(*t.loss_mask.last().unwrap(), 0);
+
+    // A client rewriting its history at every request fills its session's cap.
+    let path = "/sessions/rewriter/v1/chat/completions";
+    for text in ["a", "b"] {
+        assert_eq!(
+            http(addr, "POST", path, &chat(json!([user(text)]), 1)).0,
+            200
+        );
+    }
+    let (status, body) = http(addr, "POST", path, &chat(json!([user("c")]), 1));
+    assert_eq!(status, 400);
+    assert!(body.contains("session_full"), "{body}");
+}

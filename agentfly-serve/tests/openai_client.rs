@@ -165,9 +165,14 @@ fn the_openai_client_plays_a_recorded_episode() {
     assert_eq!(errors["n"]["status"], 400);
     assert_eq!(errors["n"]["param"], "n");
     assert_eq!(
-        errors["ended"], 409,
-        "a session whose reward was posted takes no more requests"
+        errors["ended"], 400,
+        "a session whose reward was posted takes no more requests (400: the client retries a 409)"
     );
+    assert_eq!(
+        errors["huge_reward"], 400,
+        "a reward past f32's range is refused"
+    );
+    assert_eq!(errors["stops"]["param"], "stop");
     assert_eq!(errors["again"], 409);
     assert_eq!(errors["unknown"], 404);
     assert_eq!(errors["bad_reward"], 400);

@@ -88,6 +88,12 @@ try:
     client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], n="two")
 except openai.BadRequestError as e:
     errors["n"] = {"status": e.status_code, "param": e.body.get("param")}
+try:
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}],
+                                   stop=["a", "b", "c", "d", "e"])
+except openai.BadRequestError as e:
+    errors["stops"] = {"status": e.status_code, "param": e.body.get("param")}
+errors["huge_reward"] = http("POST", "/sessions/stream-0/reward", {"reward": 1e39})[0]
 errors["ended"] = http("POST", "/sessions/plain-1/v1/chat/completions",
                        {"messages": [{"role": "user", "content": "again"}]})[0]
 errors["again"] = http("POST", "/sessions/plain-1/reward", {"reward": 0})[0]

@@ -462,6 +462,7 @@ impl TrainerConfig {
             &self.agent.reward,
             !self.agent.tools.is_empty() || !self.agent.mcp.is_empty(),
             self.rollout.llama_server.is_some() || self.rollout.servers.is_some(),
+            self.agent.format_bonus,
         )?;
         if let Some(servers) = &self.rollout.servers {
             if self.rollout.llama_server.is_some() {

@@ -94,8 +94,8 @@ impl ExternalAgents {
             .collect();
         let mut episodes = futures_util::stream::iter(jobs)
             .map(|(i, sample, c)| async move {
-                let trajectories = self.episode(sample, i, c, chain, seed).await;
-                ((i, c), trajectories)
+                let trajectory = self.episode(sample, i, c, chain, seed).await;
+                ((i, c), trajectory)
             })
             .buffer_unordered(concurrency.max(1));
         let mut out = Vec::new();
@@ -109,9 +109,9 @@ impl ExternalAgents {
         loop {
             tokio::select! {
                 next = episodes.next() => match next {
-                    Some((key, trajectories)) => {
-                        trajectories.iter().for_each(&mut on_done);
-                        out.push((key, trajectories));
+                    Some((key, trajectory)) => {
+                        on_done(&trajectory);
+                        out.push((key, trajectory));
                     }
                     None => break,
                 },
@@ -119,7 +119,7 @@ impl ExternalAgents {
             }
         }
         out.sort_by_key(|(key, _)| *key);
-        out.into_iter().flat_map(|(_, t)| t).collect()
+        out.into_iter().map(|(_, t)| t).collect()
     }
 
     /// One episode: the session opened with the run's sampling, the agent run to its end
@@ -131,7 +131,7 @@ impl ExternalAgents {
         chain_index: usize,
         chain: &ChainConfig,
         seed: u64,
-    ) -> Vec<Trajectory> {
+    ) -> Trajectory {
         let start = Instant::now();
         let id = format!(
             "e{}-{index}-{chain_index}",
@@ -150,15 +150,13 @@ impl ExternalAgents {
             max_turns: Some(chain.max_turns),
             max_total_tokens: Some(chain.max_total_tokens),
         };
-        let failed = |error: String| {
-            vec![Trajectory {
-                sample_id: sample.id.clone(),
-                chain: chain_index,
-                finish_reason: ChainEnd::Error,
-                error: Some(error),
-                seconds: start.elapsed().as_secs_f64(),
-                ..Trajectory::default()
-            }]
+        let failed = |error: String| Trajectory {
+            sample_id: sample.id.clone(),
+            chain: chain_index,
+            finish_reason: ChainEnd::Error,
+            error: Some(error),
+            seconds: start.elapsed().as_secs_f64(),
+            ..Trajectory::default()
         };
         if let Err(e) = self.server.open_session(&id, options) {
             return failed(format!("the episode's session: {e}"));
@@ -167,21 +165,31 @@ impl ExternalAgents {
             .run_agent(sample, &id, chain_index, &chain.system_prompt)
             .await;
         let record = self.server.take_session(&id).await.unwrap_or_default();
+        // One trajectory per episode, as a chain leaves: the last, which holds the episode's
+        // end. When the agent rewrote its history, the earlier ones (other contexts) are not
+        // learned from; `episode_trajectories` counts them all.
+        let count = record.trajectories.len();
         let why = match (ended, record.reward) {
-            (Ok(()), Some(_)) if record.trajectories.is_empty() => {
+            (Ok(()), Some(_)) if count == 0 => {
                 "the agent posted a reward but made no request to the model".to_string()
             }
-            (_, Some(_)) => return record.trajectories,
+            (_, Some(_)) => {
+                let mut last = record.trajectories.into_iter().last().expect("counted");
+                if count > 1 {
+                    last.reward_metrics
+                        .insert("episode_trajectories".into(), count as f64);
+                }
+                return last;
+            }
             (Ok(()), None) => "the agent exited without posting a reward".to_string(),
             (Err(why), None) => why,
         };
-        let mut trajectories = record.trajectories;
-        match trajectories.last_mut() {
-            Some(last) => {
+        match record.trajectories.into_iter().last() {
+            Some(mut last) => {
                 last.finish_reason = ChainEnd::Error;
                 last.error = Some(why);
-                trajectories.iter_mut().for_each(|t| t.reward = None);
-                trajectories
+                last.reward = None;
+                last
             }
             None => failed(why),
         }
@@ -230,26 +238,40 @@ impl ExternalAgents {
                 config.command.join(" ")
             )
         })?;
-        let mut stderr = child.stderr.take();
-        let read_stderr = async {
-            let mut text = Vec::new();
-            if let Some(stderr) = &mut stderr {
-                let _ = stderr.read_to_end(&mut text).await;
+        // The end of its stderr, kept bounded while it runs.
+        let stderr = child.stderr.take();
+        let reader = tokio::spawn(async move {
+            let mut tail = Vec::new();
+            let Some(mut stderr) = stderr else {
+                return tail;
+            };
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut chunk).await {
+                if n == 0 {
+                    break;
+                }
+                tail.extend_from_slice(&chunk[..n]);
+                if tail.len() > 2 * STDERR_KEPT {
+                    tail.drain(..tail.len() - STDERR_KEPT);
+                }
             }
-            text
-        };
+            tail
+        });
         let limit = Duration::from_secs(config.timeout_secs);
-        let waited =
-            tokio::time::timeout(limit, async { tokio::join!(child.wait(), read_stderr) }).await;
-        let (status, stderr) = match waited {
-            Ok((status, stderr)) => (status, stderr),
-            Err(_) => {
-                kill_group(&mut child).await;
-                return Err(format!(
-                    "the agent was killed after its {} s (rollout.external.timeout_secs)",
-                    config.timeout_secs
-                ));
-            }
+        let status = tokio::time::timeout(limit, child.wait()).await;
+        // Whatever it started and left behind goes with it (a child still holding its stderr
+        // would otherwise keep this episode waiting).
+        kill_group(&mut child).await;
+        let stderr = tokio::time::timeout(Duration::from_secs(2), reader)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        let Ok(status) = status else {
+            return Err(format!(
+                "the agent was killed after its {} s (rollout.external.timeout_secs)",
+                config.timeout_secs
+            ));
         };
         let tail = String::from_utf8_lossy(&stderr[stderr.len().saturating_sub(STDERR_KEPT)..])
             .trim()

@@ -68,6 +68,13 @@ impl ExternalAgentConfig {
         if self.command.first().is_none_or(|p| p.trim().is_empty()) {
             return Err("rollout.external.command: name the program to run, e.g. [\"python3\", \"agent.py\"]".into());
         }
+        if !self.listen.ip().is_loopback() {
+            return Err(format!(
+                "rollout.external.listen: {} is not a loopback address; the endpoint takes \
+                 rewards from whoever reaches it, so it listens on 127.0.0.1 or ::1 only",
+                self.listen
+            ));
+        }
         if self.timeout_secs == 0 {
             return Err("rollout.external.timeout_secs: must be at least 1".into());
         }
@@ -82,6 +89,7 @@ pub(super) fn check(
     reward: &str,
     tools: bool,
     servers: bool,
+    format_bonus: f32,
 ) -> Result<(), String> {
     let Some(external) = external else {
         if reward.is_empty() {
@@ -99,6 +107,9 @@ pub(super) fn check(
     }
     if servers {
         return Err("rollout.external: external agents sample from the trainer's engine, not from [rollout.llama_server] or [rollout.servers]".into());
+    }
+    if format_bonus != 0.0 {
+        return Err("agent.format_bonus: with [rollout.external] the calls' outcomes are the agent's own, unknown to the trainer; set no bonus".into());
     }
     if tools {
         return Err("agent.tools: with [rollout.external] the agent runs its own tools; leave agent.tools and agent.mcp empty".into());
