@@ -240,11 +240,7 @@ async fn models(State(inner): State<Arc<Inner>>, headers: HeaderMap) -> Response
         return e.into_response();
     }
     let body = json!({"object": "list", "data": [{"id": inner.model.name, "object": "model", "created": inner.started, "owned_by": "agentfly"}]});
-    (
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+    respond("application/json", body.to_string())
 }
 
 async fn plain_chat(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Body) -> Response {
@@ -347,13 +343,10 @@ async fn reward(
         }
         session.finish(&inner.model, reward, metrics);
         let n = session.trajectories(&inner.model).len();
-        Ok::<_, ApiError>(
-            (
-                [(axum::http::header::CONTENT_TYPE, "application/json")],
-                json!({"session": id, "trajectories": n}).to_string(),
-            )
-                .into_response(),
-        )
+        Ok::<_, ApiError>(respond(
+            "application/json",
+            json!({"session": id, "trajectories": n}).to_string(),
+        ))
     };
     run.await.unwrap_or_else(IntoResponse::into_response)
 }
@@ -374,13 +367,7 @@ async fn trajectories(
             );
             text.push('\n');
         }
-        Ok::<_, ApiError>(
-            (
-                [(axum::http::header::CONTENT_TYPE, "application/jsonl")],
-                text,
-            )
-                .into_response(),
-        )
+        Ok::<_, ApiError>(respond("application/jsonl", text))
     };
     run.await.unwrap_or_else(IntoResponse::into_response)
 }
@@ -397,4 +384,9 @@ async fn forget(
         Some(_) => StatusCode::NO_CONTENT.into_response(),
         None => ApiError::NotFound(format!("no session {id:?}")).into_response(),
     }
+}
+
+/// A 200 with `body` of `content_type`.
+fn respond(content_type: &'static str, body: String) -> Response {
+    ([(axum::http::header::CONTENT_TYPE, content_type)], body).into_response()
 }

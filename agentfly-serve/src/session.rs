@@ -69,6 +69,22 @@ struct Open {
     ended_by_eot: bool,
 }
 
+impl Open {
+    /// Appends what the client added (mask 0): it closes the last turn, and its tool results
+    /// are that turn's calls' observations.
+    fn append(&mut self, env_ids: &[u32], messages: Vec<Value>, tool_results: Vec<String>) {
+        let t = &mut self.trajectory;
+        push(t, env_ids, None);
+        if let Some(last) = t.turns.last_mut() {
+            last.end = t.tokens.len();
+            for (call, result) in last.calls.iter_mut().zip(tool_results) {
+                call.observation = result;
+            }
+        }
+        self.messages = messages;
+    }
+}
+
 /// One session.
 pub(crate) struct Session {
     pub(crate) id: String,
@@ -198,15 +214,7 @@ impl Session {
         } = prepared.join
             && let Some(open) = &mut self.open
         {
-            let t = &mut open.trajectory;
-            push(t, &env_ids, None);
-            if let Some(last) = t.turns.last_mut() {
-                last.end = t.tokens.len();
-                for (call, result) in last.calls.iter_mut().zip(tool_results) {
-                    call.observation = result;
-                }
-            }
-            open.messages = messages;
+            open.append(&env_ids, messages, tool_results);
         }
         if let Some(open) = self.open.take() {
             self.done.push(self.close(open, model));
@@ -243,15 +251,7 @@ impl Session {
                     .open
                     .take()
                     .expect("an extension has an open trajectory");
-                let t = &mut open.trajectory;
-                push(t, &env_ids, None);
-                if let Some(last) = t.turns.last_mut() {
-                    last.end = t.tokens.len();
-                    for (call, result) in last.calls.iter_mut().zip(tool_results) {
-                        call.observation = result;
-                    }
-                }
-                open.messages = messages;
+                open.append(&env_ids, messages, tool_results);
                 open
             }
             Join::New { messages, tools } => {

@@ -52,18 +52,10 @@ async fn serve_http(
     pools: EnvPools,
     addr: std::net::SocketAddr,
 ) -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
     let names = toolbox.names().join(", ");
     let server = agentfly_mcp::serve_http(toolbox, pools, addr).await?;
     eprintln!("agentfly mcp-serve: {names} at {}", server.url());
-    let (mut interrupt, mut terminate) = (
-        signal(SignalKind::interrupt())?,
-        signal(SignalKind::terminate())?,
-    );
-    tokio::select! {
-        _ = interrupt.recv() => {}
-        _ = terminate.recv() => {}
-    }
+    super::until_stopped().await?;
     eprintln!("agentfly mcp-serve: stopping");
     server.shutdown().await;
     Ok(())

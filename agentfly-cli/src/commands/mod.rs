@@ -19,6 +19,20 @@ pub mod train;
 
 use std::io::Write;
 
+/// Waits for SIGINT (Ctrl-C) or SIGTERM: how a serving command is asked to stop.
+pub(crate) async fn until_stopped() -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (mut interrupt, mut terminate) = (
+        signal(SignalKind::interrupt())?,
+        signal(SignalKind::terminate())?,
+    );
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
+    Ok(())
+}
+
 /// Writes `text` to stdout. A reader that stopped early (`agentfly tools | head`) closed
 /// the pipe: that ends the listing, it is not an error.
 pub(crate) fn print_listing(text: &str) -> std::io::Result<()> {

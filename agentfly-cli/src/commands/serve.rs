@@ -77,7 +77,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        use tokio::signal::unix::{SignalKind, signal};
         let engine = Engine::start(pretrained, EngineConfig::default());
         let addr = std::net::SocketAddr::new(args.host, args.port);
         let server = Server::start(model, Arc::new(engine), config, addr).await?;
@@ -86,14 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             server.base_url(),
             server.session_url("ID")
         );
-        let (mut interrupt, mut terminate) = (
-            signal(SignalKind::interrupt())?,
-            signal(SignalKind::terminate())?,
-        );
-        tokio::select! {
-            _ = interrupt.recv() => {}
-            _ = terminate.recv() => {}
-        }
+        super::until_stopped().await?;
         eprintln!("agentfly serve: stopping");
         server.shutdown().await?;
         anyhow::Ok(())

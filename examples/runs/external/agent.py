@@ -90,6 +90,11 @@ def main():
         if submitted is not None:
             answer = submitted
             break
+    post_reward(answer, sample)
+
+
+def post_reward(answer, sample):
+    """Scores the answer against the sample's and posts it: the episode is over."""
     got, expected = number(answer), number(str(sample["answer"]))
     correct = float(got is not None and got == expected)
     body = json.dumps({"reward": correct, "metrics": {"correct": correct}}).encode()

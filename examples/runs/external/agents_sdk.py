@@ -11,14 +11,13 @@ import asyncio
 import json
 import os
 import subprocess
-import urllib.request
 
 from agents import (Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool,
                     set_tracing_disabled)
 from agents.exceptions import AgentsException
 from openai import AsyncOpenAI, BadRequestError
 
-from agent import number  # the reward's number reading, shared with agent.py
+from agent import post_reward  # the reward, scored and posted as agent.py does
 
 set_tracing_disabled(True)  # nothing leaves the machine
 
@@ -59,12 +58,7 @@ async def main():
         answer = str(result.final_output or "")
     except (AgentsException, BadRequestError):
         pass  # out of turns or tokens: no answer
-    got, expected = number(answer), number(str(sample["answer"]))
-    correct = float(got is not None and got == expected)
-    body = json.dumps({"reward": correct, "metrics": {"correct": correct}}).encode()
-    request = urllib.request.Request(os.environ["AGENTFLY_REWARD_URL"], data=body,
-                                     headers={"Content-Type": "application/json"})
-    urllib.request.urlopen(request).read()
+    post_reward(answer, sample)
 
 
 if __name__ == "__main__":
