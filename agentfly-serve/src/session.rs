@@ -10,13 +10,12 @@
 
 use crate::ApiError;
 use crate::model::ChatModel;
-use agentfly_core::rollout::{CallRecord, ChainEnd, Generated, Trajectory, Turn};
+use agentfly_core::rollout::{
+    CallRecord, ChainEnd, Generated, TURN_MARKER, Trajectory, Turn, text_after_turn,
+};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Instant;
-
-/// Stands in for a turn's text while the environment's part is worked out.
-const TURN_MARKER: &str = "\u{2983}agentfly-turn\u{2984}";
 
 /// How a session samples when its owner (the trainer) fixes it: the client's own sampling
 /// fields are then ignored, so every episode is sampled as the run says.
@@ -74,7 +73,7 @@ impl Open {
     /// are that turn's calls' observations.
     fn append(&mut self, env_ids: &[u32], messages: Vec<Value>, tool_results: Vec<String>) {
         let t = &mut self.trajectory;
-        push(t, env_ids, None);
+        t.push(env_ids, None);
         if let Some(last) = t.turns.last_mut() {
             last.end = t.tokens.len();
             for (call, result) in last.calls.iter_mut().zip(tool_results) {
@@ -169,13 +168,7 @@ impl Session {
                 marked[n - 1]["content"] = Value::String(TURN_MARKER.into());
                 marked.extend_from_slice(added);
                 let next = model.render(&marked, tools.as_deref(), true)?;
-                if let Some(at) = next.find(TURN_MARKER) {
-                    let after = &next[at + TURN_MARKER.len()..];
-                    let env_text = if open.ended_by_eot {
-                        after.strip_prefix(model.eot_text.as_str()).unwrap_or(after)
-                    } else {
-                        after
-                    };
+                if let Some(env_text) = text_after_turn(&next, &model.eot_text, open.ended_by_eot) {
                     let env_ids = model.encode(env_text)?;
                     let mut context = open.trajectory.tokens.clone();
                     context.extend_from_slice(&env_ids);
@@ -263,7 +256,7 @@ impl Session {
                     chain: self.options.chain,
                     ..Trajectory::default()
                 };
-                push(&mut trajectory, &prepared.context, None);
+                trajectory.push(&prepared.context, None);
                 trajectory.prompt_len = prepared.context.len();
                 Open {
                     trajectory,
@@ -275,7 +268,7 @@ impl Session {
         };
         let t = &mut open.trajectory;
         let start = t.tokens.len();
-        push(t, &generated.ids, Some(&generated.logprobs));
+        t.push(&generated.ids, Some(&generated.logprobs));
         t.turns.push(Turn {
             start,
             model_end: t.tokens.len(),
@@ -382,15 +375,5 @@ impl Session {
             reward,
             metrics,
         }
-    }
-}
-
-fn push(t: &mut Trajectory, ids: &[u32], logprobs: Option<&[f32]>) {
-    t.tokens.extend_from_slice(ids);
-    let mask = u8::from(logprobs.is_some());
-    t.loss_mask.extend(std::iter::repeat_n(mask, ids.len()));
-    match logprobs {
-        Some(lp) => t.logprobs.extend_from_slice(lp),
-        None => t.logprobs.extend(std::iter::repeat_n(0.0, ids.len())),
     }
 }

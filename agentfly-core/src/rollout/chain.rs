@@ -15,8 +15,27 @@ use crate::{RewardInput, Rewards, Sample};
 use serde_json::{Value, json};
 use std::time::Instant;
 
-/// Stands in for a turn's text while the environment's part is worked out.
-pub(crate) const TURN_MARKER: &str = "\u{2983}agentfly-turn\u{2984}";
+/// Stands in for a turn's text while the environment's part is worked out: the assistant's
+/// message holds it in a render, and what follows it is what the environment appends.
+pub const TURN_MARKER: &str = "\u{2983}agentfly-turn\u{2984}";
+
+/// What the environment appends after a turn, from a render whose assistant message held
+/// [`TURN_MARKER`]: the text after the marker, less the end-of-turn token's text when the
+/// model sampled it (it is already in the trajectory). `None` when the template dropped the
+/// marker (it does not extend a conversation by appending).
+pub fn text_after_turn<'a>(
+    rendered: &'a str,
+    eot_text: &str,
+    ended_by_eot: bool,
+) -> Option<&'a str> {
+    let at = rendered.find(TURN_MARKER)?;
+    let after = &rendered[at + TURN_MARKER.len()..];
+    Some(if ended_by_eot {
+        after.strip_prefix(eot_text).unwrap_or(after)
+    } else {
+        after
+    })
+}
 
 /// How chains run.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
@@ -173,20 +192,6 @@ impl ChainSetup<'_> {
         trajectory.finish_reason = end;
     }
 
-    fn push(trajectory: &mut Trajectory, ids: &[u32], logprobs: Option<&[f32]>) {
-        trajectory.tokens.extend_from_slice(ids);
-        let mask = u8::from(logprobs.is_some());
-        trajectory
-            .loss_mask
-            .extend(std::iter::repeat_n(mask, ids.len()));
-        match logprobs {
-            Some(lp) => trajectory.logprobs.extend_from_slice(lp),
-            None => trajectory
-                .logprobs
-                .extend(std::iter::repeat_n(0.0, ids.len())),
-        }
-    }
-
     async fn turns(
         &self,
         sample: &Sample,
@@ -200,7 +205,7 @@ impl ChainSetup<'_> {
         let prompt = self
             .tokenizer
             .encode(&self.render(&messages, true)?, false)?;
-        Self::push(trajectory, &prompt, None);
+        trajectory.push(&prompt, None);
         trajectory.prompt_len = prompt.len();
         let eot_text = match self.end_of_turn.first() {
             Some(&id) => self.tokenizer.decode(&[id], false)?,
@@ -234,7 +239,7 @@ impl ChainSetup<'_> {
                 policy_version: generated.policy_version,
                 ..Turn::default()
             };
-            Self::push(trajectory, &generated.ids, Some(&generated.logprobs));
+            trajectory.push(&generated.ids, Some(&generated.logprobs));
             turn.model_end = trajectory.tokens.len();
             let ended_by_eot = generated
                 .ids
@@ -292,21 +297,13 @@ impl ChainSetup<'_> {
                     .push(json!({"role": "tool", "name": call.name, "content": call.observation}));
             }
             let next = self.render(&messages, true)?;
-            let after = next
-                .find(TURN_MARKER)
-                .map(|i| &next[i + TURN_MARKER.len()..])
-                .ok_or_else(|| {
-                    ChainError::NotAppendOnly("the template drops the assistant's text".into())
-                })?;
+            let env_text = text_after_turn(&next, &eot_text, ended_by_eot).ok_or_else(|| {
+                ChainError::NotAppendOnly("the template drops the assistant's text".into())
+            })?;
             let last = messages.len() - direct.len() - 1;
             messages[last]["content"] = Value::String(text.clone());
-            let env_text = if ended_by_eot {
-                after.strip_prefix(eot_text.as_str()).unwrap_or(after)
-            } else {
-                after
-            };
             let env_ids = self.tokenizer.encode(env_text, false)?;
-            Self::push(trajectory, &env_ids, None);
+            trajectory.push(&env_ids, None);
             turn.end = trajectory.tokens.len();
             trajectory.turns.push(turn);
             if trajectory.tokens.len() >= config.max_total_tokens {

@@ -1,7 +1,7 @@
 //! Demonstrations for supervised warm starts: a whole conversation tokenized the way a
 //! chain builds its trajectory, with mask 1 on the assistant's turns.
 
-use super::chain::TURN_MARKER;
+use super::chain::{TURN_MARKER, text_after_turn};
 use crate::chat::{ChatError, ChatTemplate, Conversation, Tokenizer};
 use serde_json::Value;
 
@@ -62,11 +62,7 @@ pub fn demonstration(
         let mut shown = messages[..next].to_vec();
         shown[i]["content"] = Value::String(TURN_MARKER.into());
         let rendered = render(&shown)?;
-        let after = rendered
-            .find(TURN_MARKER)
-            .map(|at| &rendered[at + TURN_MARKER.len()..])
-            .ok_or(DemoError::NotAppendOnly(i))?;
-        let env = after.strip_prefix(eot_text.as_str()).unwrap_or(after);
+        let env = text_after_turn(&rendered, &eot_text, true).ok_or(DemoError::NotAppendOnly(i))?;
         let ids = tokenizer.encode(env, false)?;
         mask.extend(std::iter::repeat_n(0, ids.len()));
         tokens.extend(ids);

@@ -13,7 +13,7 @@ mod policy;
 mod run;
 mod trajectory;
 
-pub use chain::{ChainConfig, ChainSetup, sample_messages};
+pub use chain::{ChainConfig, ChainSetup, TURN_MARKER, sample_messages, text_after_turn};
 pub use demo::{DemoError, demonstration};
 pub use policy::{GenerateRequest, Generated, GenerationEnd, Policy, PolicyError, ScriptedPolicy};
 pub use run::{Rollout, RolloutOutput, RolloutSummary, chain_seed};

@@ -125,6 +125,18 @@ pub struct TurnRow<'a> {
 }
 
 impl Trajectory {
+    /// Appends `ids`: sampled by the model, with their `logprobs` (mask 1), or added by the
+    /// environment or the prompt when `logprobs` is `None` (mask 0, log-prob 0).
+    pub fn push(&mut self, ids: &[u32], logprobs: Option<&[f32]>) {
+        self.tokens.extend_from_slice(ids);
+        let mask = u8::from(logprobs.is_some());
+        self.loss_mask.extend(std::iter::repeat_n(mask, ids.len()));
+        match logprobs {
+            Some(lp) => self.logprobs.extend_from_slice(lp),
+            None => self.logprobs.extend(std::iter::repeat_n(0.0, ids.len())),
+        }
+    }
+
     /// Tokens the model sampled.
     pub fn sampled_tokens(&self) -> usize {
         self.loss_mask.iter().filter(|&&m| m == 1).count()
