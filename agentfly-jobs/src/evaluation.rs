@@ -57,6 +57,19 @@ pub struct ValPoint {
 }
 
 impl ValPoint {
+    /// Writes the point into the trainer's TensorBoard events (`validation/`).
+    pub fn log_to(&self, trainer: &Trainer) -> Result<(), JobError> {
+        Ok(trainer.log_scalars(
+            self.step,
+            &[
+                ("validation/accuracy", self.accuracy),
+                ("validation/correct", self.correct as f64),
+                ("validation/interval_low", self.interval.0),
+                ("validation/interval_high", self.interval.1),
+            ],
+        )?)
+    }
+
     /// The line printed after the evaluation.
     pub fn line(&self) -> String {
         format!(

@@ -5,6 +5,7 @@
 //! | module | what lives there |
 //! |---|---|
 //! | [`train`] | one update: per-token log-probs, the masked PPO-family and SFT losses, the actor, its reference and critic, AdamW with global-norm clipping |
+//! | [`tensorboard`] | TensorBoard event files (scalars, histograms, text) on prost |
 //! | [`run`] | the training loop: `Trainer` from a TOML config, rollouts → rows → updates, SFT, metrics, atomic checkpoints, resume, evaluation |
 //!
 //! The end-to-end jobs built on this (the calculator agent) are in `agentfly-jobs`.
@@ -13,4 +14,5 @@
 
 pub mod run;
 mod sync;
+pub mod tensorboard;
 pub mod train;

@@ -1,4 +1,5 @@
-//! `agentfly train --config FILE.toml` and `agentfly eval --config FILE.toml --checkpoint DIR`.
+//! `agentfly train --config FILE.toml`, `agentfly eval --config FILE.toml --checkpoint DIR`
+//! and `agentfly config show --config FILE.toml`.
 
 use agentfly_core::Toolbox;
 use agentfly_core::data::read_jsonl;
@@ -9,29 +10,43 @@ use anyhow::{Context, bail};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Options of `agentfly train`.
+/// The options every command that reads a run's configuration takes.
 #[derive(clap::Args, Debug)]
-pub struct TrainArgs {
-    /// The run's TOML configuration (see `agentfly_trainer::run::TrainerConfig`).
+pub struct ConfigArgs {
+    /// The run's TOML configuration (docs/configuration.md).
     #[arg(long)]
     config: PathBuf,
-    /// Print the summary as JSON.
-    #[arg(long)]
-    json: bool,
-    /// Train with code tools even where the sandbox cannot isolate the network.
-    #[arg(long)]
-    allow_network: bool,
+    /// Override a key of the configuration, as if written in it (repeatable):
+    /// `--set rollout.chains=8 --set agent.format=code`. The value is TOML, or else text.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
     /// An MCP server whose tools join the configuration's (`[[agent.mcp]]`; repeatable): a
     /// child process over stdio, e.g. `--mcp 'uvx mcp-server-git --repository DIR'`.
     #[arg(long, value_name = "COMMAND ARGS")]
     mcp: Vec<String>,
 }
 
-/// The run's configuration, with the servers of `--mcp` added to `[[agent.mcp]]`.
-fn load(config: &std::path::Path, mcp: &[String]) -> anyhow::Result<TrainerConfig> {
-    let mut config = TrainerConfig::load(config)?;
-    config.agent.mcp.extend(super::mcp::configs(mcp)?);
-    Ok(config)
+impl ConfigArgs {
+    /// The run's configuration, overridden by `--set`, with the servers of `--mcp` added to
+    /// `[[agent.mcp]]`.
+    pub fn load(&self) -> anyhow::Result<TrainerConfig> {
+        let mut config = TrainerConfig::load_with(&self.config, &self.sets)?;
+        config.agent.mcp.extend(super::mcp::configs(&self.mcp)?);
+        Ok(config)
+    }
+}
+
+/// Options of `agentfly train`.
+#[derive(clap::Args, Debug)]
+pub struct TrainArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Train with code tools even where the sandbox cannot isolate the network.
+    #[arg(long)]
+    allow_network: bool,
 }
 
 /// Makes `config`'s tools ready or says why one cannot work; says what the sandbox
@@ -57,9 +72,9 @@ fn prepare_tools(
 
 /// Trains (resuming from the run's latest checkpoint when there is one).
 pub fn train(args: TrainArgs) -> anyhow::Result<ExitCode> {
-    let config = load(&args.config, &args.mcp)?;
+    let config = args.config.load()?;
     prepare_tools(&config, Purpose::Train, args.allow_network)?;
-    let mut trainer = Trainer::new(config).map_err(|e| e.in_file(&args.config))?;
+    let mut trainer = Trainer::new(config).map_err(|e| e.in_file(&args.config.config))?;
     if trainer.step() > 0 {
         eprintln!(
             "resuming from step {} in {}",
@@ -91,9 +106,9 @@ pub fn train(args: TrainArgs) -> anyhow::Result<ExitCode> {
 /// Options of `agentfly eval`.
 #[derive(clap::Args, Debug)]
 pub struct EvalArgs {
-    /// The run's TOML configuration (tools, reward, prompt, budgets, `data.eval`).
-    #[arg(long)]
-    config: PathBuf,
+    /// The run's configuration (tools, reward, prompt, budgets, `data.eval`).
+    #[command(flatten)]
+    config: ConfigArgs,
     /// A checkpoint directory (or a model directory / file); default: the config's model.
     #[arg(long)]
     checkpoint: Option<PathBuf>,
@@ -109,14 +124,11 @@ pub struct EvalArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
-    /// An MCP server whose tools join the configuration's, as `agentfly train --mcp`.
-    #[arg(long, value_name = "COMMAND ARGS")]
-    mcp: Vec<String>,
 }
 
 /// Greedy accuracy of a checkpoint on held-out samples, with its 95% interval.
 pub fn eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
-    let config = load(&args.config, &args.mcp)?;
+    let config = args.config.load()?;
     let model = args
         .checkpoint
         .clone()
@@ -125,11 +137,12 @@ pub fn eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
         Some(d) => d,
         None => bail!(
             "{}: no data.eval; pass --data FILE.jsonl",
-            args.config.display()
+            args.config.config.display()
         ),
     };
     prepare_tools(&config, Purpose::Evaluate, true)?;
-    let trainer = Trainer::with_model(config, &model).map_err(|e| e.in_file(&args.config))?;
+    let trainer =
+        Trainer::with_model(config, &model).map_err(|e| e.in_file(&args.config.config))?;
     let mut samples = read_jsonl(&data)?;
     if let Some(n) = args.limit {
         samples.truncate(n);
@@ -173,4 +186,21 @@ fn print_report(r: &EvalReport, json: bool) -> anyhow::Result<()> {
         println!("mean turns     {:.2}", r.mean_turns);
     }
     Ok(())
+}
+
+/// `agentfly config`'s subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum ConfigCommand {
+    /// Print the effective configuration: the file with `--set` applied and every default
+    /// written out, its paths resolved.
+    Show(ConfigArgs),
+}
+
+/// Prints the effective configuration as TOML.
+pub fn config(command: ConfigCommand) -> anyhow::Result<ExitCode> {
+    let ConfigCommand::Show(args) = command;
+    let config = args.load()?;
+    let text = config.to_toml().map_err(anyhow::Error::msg)?;
+    super::print_listing(&text)?;
+    Ok(ExitCode::SUCCESS)
 }

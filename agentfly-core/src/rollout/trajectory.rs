@@ -125,6 +125,44 @@ pub struct TurnRow<'a> {
 }
 
 impl Trajectory {
+    /// The chain as the model wrote it, with what the tools answered, how it ended and its
+    /// reward: what reports and TensorBoard show.
+    pub fn transcript(&self) -> String {
+        use std::fmt::Write as _;
+        let t = self;
+        let mut s = String::new();
+        for (i, turn) in t.turns.iter().enumerate() {
+            let _ = writeln!(s, "[model, turn {}]\n{}", i + 1, turn.text.trim_end());
+            for call in &turn.calls {
+                let name = if call.name.is_empty() {
+                    "?"
+                } else {
+                    &call.name
+                };
+                let _ = writeln!(
+                    s,
+                    "[{name} → {}]{}",
+                    call.observation.trim_end(),
+                    call.error
+                        .as_deref()
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default()
+                );
+            }
+        }
+        let mut response: String = t.response.chars().take(60).collect();
+        if response.len() < t.response.len() {
+            response.push('…');
+        }
+        let _ = writeln!(
+            s,
+            "[ended: {:?}; answer read: {response:?}; reward {}]",
+            t.finish_reason,
+            t.reward.map_or("-".into(), |r| r.to_string())
+        );
+        s
+    }
+
     /// Appends `ids`: sampled by the model, with their `logprobs` (mask 1), or added by the
     /// environment or the prompt when `logprobs` is `None` (mask 0, log-prob 0).
     pub fn push(&mut self, ids: &[u32], logprobs: Option<&[f32]>) {

@@ -113,7 +113,7 @@ mod tests {
         let mut on_device = on_host.clone();
         // Seven rows, of which row 3 has finished (its logits are not looked at).
         let live = [0usize, 1, 2, 4, 5, 6];
-        let device = Device::default();
+        let device = Device::flex();
         for step in 0..60 {
             let mut logits: Vec<f32> = (0..7 * vocab)
                 .map(|_| rng.random::<f32>() * 12.0 - 6.0)
@@ -160,7 +160,7 @@ mod tests {
         assert_eq!(top_p.candidates(), None, "top-p may choose any id");
         // The CPU backend's logits are read in place.
         assert!(!reduces_on_device(
-            &Device::default(),
+            &Device::flex(),
             &[&mut greedy, &mut top_k]
         ));
     }

@@ -139,12 +139,14 @@ fn rl(job: &Job, trainer: &mut Trainer, val: &[Sample]) -> Result<(), JobError> 
         |step: usize| step > 0 && (step.is_multiple_of(s.eval_every.max(1)) || step == s.steps);
     if due(trainer.step()) && last.is_none_or(|p| p.step < trainer.step()) {
         let point = validate(trainer, val, trainer.step(), None)?;
+        point.log_to(trainer)?;
         log.append(&point)?;
     }
     trainer.train_with(|t, m, bar| {
         if due(m.step) {
             let point = validate(t, val, m.step, Some(bar))?;
             print_line(bar, &point.line());
+            point.log_to(t)?;
             log.append(&point)?;
         }
         Ok(())

@@ -435,6 +435,7 @@ impl Settings {
                 // A smoke run checks the machinery and needs only the latest to resume:
                 // a full model's checkpoint is ~1.6 GB (weights and AdamW's moments).
                 keep_checkpoints: if self.preset == "smoke" { 1 } else { 2 },
+                tensorboard: true,
             },
             eval: EvalSection::default(),
         }

@@ -19,4 +19,4 @@ pub mod trajectories;
 pub use document::Report;
 pub use held_out::{Comparison, Eval, clearly_better, table};
 pub use training::TrainingCurves;
-pub use trajectories::{SampleTrajectories, render};
+pub use trajectories::SampleTrajectories;

@@ -92,7 +92,7 @@ impl SampleTrajectories<'_> {
                         md,
                         "{heading} — {}:\n\n```text\n{}```\n",
                         if right(t) { "right" } else { "wrong" },
-                        render(t)
+                        t.transcript()
                     );
                 }
             };
@@ -104,39 +104,4 @@ impl SampleTrajectories<'_> {
         }
         md
     }
-}
-
-/// A trajectory as the model wrote it, with what the tools answered.
-pub fn render(t: &Trajectory) -> String {
-    let mut s = String::new();
-    for (i, turn) in t.turns.iter().enumerate() {
-        let _ = writeln!(s, "[model, turn {}]\n{}", i + 1, turn.text.trim_end());
-        for call in &turn.calls {
-            let name = if call.name.is_empty() {
-                "?"
-            } else {
-                &call.name
-            };
-            let _ = writeln!(
-                s,
-                "[{name} → {}]{}",
-                call.observation.trim_end(),
-                call.error
-                    .as_deref()
-                    .map(|e| format!(" ({e})"))
-                    .unwrap_or_default()
-            );
-        }
-    }
-    let mut response: String = t.response.chars().take(60).collect();
-    if response.len() < t.response.len() {
-        response.push('…');
-    }
-    let _ = writeln!(
-        s,
-        "[ended: {:?}; answer read: {response:?}; reward {}]",
-        t.finish_reason,
-        t.reward.map_or("-".into(), |r| r.to_string())
-    );
-    s
 }

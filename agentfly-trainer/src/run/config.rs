@@ -302,6 +302,15 @@ pub struct OutputSection {
     /// Keep this many latest checkpoints.
     #[serde(default = "two")]
     pub keep_checkpoints: usize,
+    /// Write TensorBoard event files under `dir/tensorboard/` (each step's numbers, the
+    /// distributions of rewards and advantages, sample trajectories, SFT's losses and the
+    /// jobs' validation accuracy).
+    #[serde(default = "yes")]
+    pub tensorboard: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn five() -> usize {
@@ -322,58 +331,7 @@ pub struct ConfigError {
     pub message: String,
 }
 
-/// A TOML error on one line: where it is (line and text) and what is wrong.
-fn toml_error(text: &str, e: &toml::de::Error) -> String {
-    let message = e.message().trim().replace('\n', " ");
-    match e.span() {
-        Some(span) => {
-            let start = span.start.min(text.len());
-            let line = text[..start].matches('\n').count() + 1;
-            let source = text.lines().nth(line - 1).unwrap_or("").trim();
-            format!("line {line} (`{source}`): {message}")
-        }
-        None => message,
-    }
-}
-
 impl TrainerConfig {
-    /// Reads a TOML file; relative paths in it are relative to the file's directory.
-    ///
-    /// ```
-    /// use agentfly_trainer::run::TrainerConfig;
-    ///
-    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let dir = tempfile::tempdir()?;
-    /// let path = dir.path().join("run.toml");
-    /// let required = "[model]\npath = \"model.gguf\"\n[data]\ntrain = \"train.jsonl\"\n\
-    ///                 [agent]\ntools = []\nreward = \"exact\"\n[output]\ndir = \"out\"\n";
-    /// std::fs::write(&path, required)?;
-    /// let config = TrainerConfig::load(&path)?;
-    /// assert_eq!(config.rollout.chains, 4); // everything else has a default
-    /// assert_eq!(config.data.train, dir.path().join("train.jsonl")); // beside the file
-    ///
-    /// // A mistake names the file, the line and the key.
-    /// std::fs::write(&path, format!("{required}[rollout]\nchians = 8\n"))?;
-    /// let error = TrainerConfig::load(&path).unwrap_err().to_string();
-    /// assert!(error.contains("line 11") && error.contains("chians"), "{error}");
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
-        let path = path.as_ref();
-        let error = |message: String| ConfigError {
-            path: path.to_path_buf(),
-            message,
-        };
-        let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
-        let mut config: TrainerConfig =
-            toml::from_str(&text).map_err(|e| error(toml_error(&text, &e)))?;
-        let base = path.parent().unwrap_or(Path::new("."));
-        config.resolve(base);
-        config.validate().map_err(error)?;
-        Ok(config)
-    }
-
     /// Makes the relative paths relative to `base`.
     pub fn resolve(&mut self, base: &Path) {
         let fix = |p: &mut PathBuf| {

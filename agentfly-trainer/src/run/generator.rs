@@ -73,6 +73,14 @@ impl Generator {
         }
     }
 
+    /// The built-in engine's counters (none for servers).
+    pub(super) fn engine_stats(&self) -> Option<agentfly_engine::engine::EngineStats> {
+        match self {
+            Self::Engine(engine) => Some(engine.stats()),
+            _ => None,
+        }
+    }
+
     /// The servers of `config`, given `model`'s weights as `version` (so they serve exactly
     /// the trainer's policy from the first rollout on, a resumed run's too).
     pub(super) fn external(

@@ -61,6 +61,51 @@ pub struct StepMetrics {
     /// the rest of their group): a generator that missed a weight update.
     #[serde(default)]
     pub stale_dropped: usize,
+    /// What TensorBoard shows beside the numbers (not in `metrics.jsonl`).
+    #[serde(skip)]
+    pub detail: StepDetail,
+}
+
+/// A step's distributions and sample chains, for its TensorBoard events.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepDetail {
+    /// The rewards of the step's scored trajectories.
+    pub rewards: Vec<f64>,
+    /// The advantages of the learned tokens.
+    pub advantages: Vec<f64>,
+    /// The best and the worst rewarded trajectories: a title and the transcript.
+    pub samples: Vec<(String, String)>,
+}
+
+impl StepDetail {
+    /// The rewards and sample chains of `all` (the advantages come with the update).
+    pub fn of(all: &[agentfly_core::rollout::Trajectory]) -> Self {
+        let scored: Vec<_> = all.iter().filter(|t| t.reward.is_some()).collect();
+        let by_reward = |a: &&_, b: &&_| {
+            let r = |t: &agentfly_core::rollout::Trajectory| t.reward.unwrap_or(0.0);
+            r(a).total_cmp(&r(b))
+        };
+        let best = scored.iter().copied().max_by(by_reward);
+        let worst = scored.iter().copied().min_by(by_reward);
+        let samples = [("best", best), ("worst", worst)]
+            .into_iter()
+            .filter_map(|(which, t)| Some((which, t?)))
+            .map(|(which, t)| {
+                (
+                    format!("{which}: sample `{}` chain {}", t.sample_id, t.chain),
+                    t.transcript(),
+                )
+            })
+            .collect();
+        Self {
+            rewards: scored
+                .iter()
+                .filter_map(|t| t.reward.map(f64::from))
+                .collect(),
+            advantages: Vec::new(),
+            samples,
+        }
+    }
 }
 
 impl StepMetrics {

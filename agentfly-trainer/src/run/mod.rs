@@ -4,7 +4,8 @@
 //!
 //! | module | what lives there |
 //! |---|---|
-//! | `config` | [`TrainerConfig`]: the run's TOML configuration; errors name the file and the key |
+//! | `config` | [`TrainerConfig`]: the run's TOML configuration |
+//! | `config_load` | reading it, with `--set key=value` overrides; errors name the file, the line and the key |
 //! | `trainer` | [`Trainer`]: the run's parts; rolling out and evaluating |
 //! | `setup` | building a `Trainer`: model, reference, critic, generator, resuming |
 //! | `sampler` | [`Sampler`]: the training data's seeded order |
@@ -16,6 +17,7 @@
 //! | `sft` | the supervised warm start |
 //! | `train_loop` | the loop: SFT, steps, metrics, checkpoints, the final model |
 //! | `eval` | [`EvalReport`]: held-out accuracy with its Wilson interval |
+//! | `board` | the run's TensorBoard events: each step's numbers, distributions and sample chains, SFT's losses |
 //! | `metrics` | [`StepMetrics`], the metrics log, progress bars, [`TrainSummary`] |
 //! | `save`, [`checkpoint`] | writing the model and checkpoints; the atomic file operations under them |
 //! | `error` | [`TrainError`] |
@@ -30,8 +32,10 @@
 //! ```
 
 mod batch;
+mod board;
 pub mod checkpoint;
 mod config;
+mod config_load;
 mod error;
 mod eval;
 mod external;
@@ -51,10 +55,12 @@ mod trainer;
 pub use crate::train::TrainSection;
 /// An MCP server of `[[agent.mcp]]` (and of `--mcp` on the commands and the jobs).
 pub use agentfly_mcp::McpServerConfig;
+pub use board::TENSORBOARD_DIR;
 pub use config::{
     AgentSection, AlgorithmSection, ConfigError, DataSection, ModelSection, OutputSection,
     RolloutSection, RowShape, SftSection, TrainerConfig,
 };
+pub use config_load::set_key;
 pub use error::TrainError;
 pub use eval::{
     EvalReport, EvalSection, accuracy_of, correct_of, failed_of, failure_of, wilson_interval,

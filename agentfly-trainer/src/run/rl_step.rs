@@ -14,8 +14,8 @@ use super::batch::{Batch, staleness, within_staleness};
 use super::config::TrainerConfig;
 use super::error::TrainError;
 use super::eval::accuracy_of;
-use super::metrics::StepMetrics;
-use super::rows::{RowInputs, advantage_means, training_rows};
+use super::metrics::{StepDetail, StepMetrics};
+use super::rows::{RowInputs, advantage_means, learned_advantages, training_rows};
 use super::sampler::Sampler;
 use super::trainer::{Chains, Trainer};
 use crate::train::{Actor, Critic, Reference, policy_update};
@@ -154,6 +154,7 @@ impl Learner<'_> {
             rollout_seconds: batch.seconds,
             staleness,
             stale_dropped,
+            detail: StepDetail::of(all),
             ..StepMetrics::default()
         };
         let update_start = Instant::now();
@@ -176,10 +177,12 @@ impl Learner<'_> {
                     Some("no group had differing rewards: nothing to learn from".into());
             }
             Ok(rows) => {
-                if let Some((mean, abs_mean)) = advantage_means(&rows) {
+                let advantages = learned_advantages(&rows);
+                if let Some((mean, abs_mean)) = advantage_means(&advantages) {
                     metrics.advantage_mean = mean;
                     metrics.advantage_abs_mean = abs_mean;
                 }
+                metrics.detail.advantages = advantages;
                 metrics.update = policy_update(
                     self.actor,
                     self.critic,

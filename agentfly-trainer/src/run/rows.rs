@@ -134,18 +134,8 @@ pub fn turn_rows(row: &PolicyRow, t: &Trajectory) -> Vec<PolicyRow> {
         .collect()
 }
 
-/// Mean advantage and mean |advantage| over the rows' learned tokens.
-pub fn advantage_means(rows: &[PolicyRow]) -> Option<(f64, f64)> {
-    let learned: Vec<f64> = rows
-        .iter()
-        .flat_map(|r| {
-            r.mask
-                .iter()
-                .zip(&r.advantages)
-                .filter(|(m, _)| **m > 0.0)
-                .map(|(_, a)| f64::from(*a))
-        })
-        .collect();
+/// Mean advantage and mean |advantage| of `learned` (the learned tokens' advantages).
+pub fn advantage_means(learned: &[f64]) -> Option<(f64, f64)> {
     let n = learned.len() as f64;
     (!learned.is_empty()).then(|| {
         (
@@ -153,4 +143,17 @@ pub fn advantage_means(rows: &[PolicyRow]) -> Option<(f64, f64)> {
             learned.iter().map(|a| a.abs()).sum::<f64>() / n,
         )
     })
+}
+
+/// The advantages of the learned tokens of `rows`.
+pub fn learned_advantages(rows: &[PolicyRow]) -> Vec<f64> {
+    rows.iter()
+        .flat_map(|r| {
+            r.mask
+                .iter()
+                .zip(&r.advantages)
+                .filter(|(m, _)| **m > 0.0)
+                .map(|(_, a)| f64::from(*a))
+        })
+        .collect()
 }

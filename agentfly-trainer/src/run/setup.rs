@@ -278,6 +278,7 @@ impl Trainer {
             device,
             written: Default::default(),
             writing: Default::default(),
+            boards: Default::default(),
         })
     }
 }

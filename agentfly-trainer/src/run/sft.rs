@@ -74,6 +74,7 @@ impl Trainer {
             );
             order.shuffle(&mut rng);
             let (mut total, mut batches) = (0.0f32, 0);
+            let batches_before = epoch * batches_per_epoch;
             for (b, chunk) in order.chunks(sft.batch_size).enumerate() {
                 let batch: Vec<PolicyRow> = chunk.iter().map(|&i| rows[i].clone()).collect();
                 let report = sft_update(
@@ -88,6 +89,12 @@ impl Trainer {
                 batches += 1;
                 first_batch.get_or_insert(report.loss);
                 last_batch = report.loss;
+                self.log_sft(
+                    batches_before + b + 1,
+                    report.loss,
+                    report.grad_norm,
+                    report.tokens,
+                )?;
                 log.append(&serde_json::json!({
                     "epoch": epoch + 1, "batch": b + 1, "loss": report.loss,
                     "grad_norm": report.grad_norm, "tokens": report.tokens,

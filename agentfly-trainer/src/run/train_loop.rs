@@ -42,6 +42,9 @@ impl Trainer {
         }
         let log = MetricsLog::new(dir.join("metrics.jsonl"));
         log.keep_until(self.step)?;
+        // Opened before the first step, so that its restart marker drops what an
+        // interrupted run wrote past the checkpoint this one resumed from.
+        self.on_board(super::board::Board::Rl, |_| Ok(()))?;
         let total = self.config.train.steps;
         let bar = progress_bar(total as u64, "step");
         bar.set_position(self.step as u64);
@@ -50,7 +53,10 @@ impl Trainer {
         let mut last_skip = None;
         let mut run = || -> Result<(), TrainError> {
             while self.step < total {
+                let engine_before = self.chains.generator.engine_stats();
                 let m = self.train_step()?;
+                let engine = engine_before.zip(self.chains.generator.engine_stats());
+                self.log_step(&m, engine)?;
                 last_reward = Some(m.reward_mean);
                 steps += 1;
                 reward_failures += m.reward_failures;

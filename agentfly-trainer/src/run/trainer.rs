@@ -44,6 +44,8 @@ pub struct Trainer {
     pub(super) written: std::sync::Mutex<Option<(u64, std::path::PathBuf)>>,
     /// The checkpoint being written in the background: its weights' version and directory.
     pub(super) writing: std::sync::Mutex<Option<Writing>>,
+    /// The run's TensorBoard event files, opened on first use.
+    pub(super) boards: std::sync::Mutex<crate::tensorboard::EventFiles>,
 }
 
 /// A checkpoint being written on a thread of its own: the version of the weights it holds

@@ -154,6 +154,26 @@ fn require(path: &Path, what_it_does: &str) {
     );
 }
 
+/// What TensorBoard's own reader (`tensorboard` in `.venv-bench`, its `EventMultiplexer`)
+/// finds in the event files under `dir`: per run (`.` for `dir` itself, else the
+/// subdirectory), `scalars`, `histograms` and `texts`, each by tag, as lists of
+/// `[step, value]`, `[step, num, min, max, sum]` and `[step, text]`.
+pub fn tensorboard_events(dir: &Path) -> serde_json::Value {
+    let script = repo().join("testing/testdata/scripts/tensorboard_events.py");
+    let out = std::process::Command::new(python())
+        .arg(&script)
+        .arg(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "TensorBoard's reader failed on {}:\n{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the reader prints JSON")
+}
+
 /// The JSON values of a JSON Lines file (a run's metrics, a split), failing with the path.
 pub fn json_lines(path: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path)
