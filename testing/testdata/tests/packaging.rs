@@ -1,8 +1,10 @@
 //! Every crate we mean to publish packages as it stands (`cargo package --workspace
 //! --no-verify`: in dependency order, the path dependencies resolved to the sibling packages),
 //! and each package holds the files its sources embed (`include_str!`, `include_bytes!`:
-//! the Python sandbox's kernel, the world servers, the report's font). Verifying the packages
-//! (building each on its own) would be a second full build and is left out.
+//! the Python sandbox's kernel, the world servers, the report's font), its README, and a
+//! manifest with what crates.io shows (description, licence, readme, keywords, categories).
+//! Verifying the packages (building each on its own) would be a second full build and is
+//! left out.
 
 use agentfly_testdata::repo;
 use std::path::{Path, PathBuf};
@@ -116,8 +118,15 @@ fn every_published_crate_packages_with_the_files_it_embeds() {
         assert!(listing.status.success(), "{}", file.display());
         let listing = String::from_utf8(listing.stdout).unwrap();
         let prefix = format!("{}/", file.file_stem().unwrap().to_string_lossy());
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        for key in ["description", "license", "readme", "keywords", "categories"] {
+            assert!(
+                manifest.lines().any(|l| l.starts_with(&format!("{key} ")) || l.starts_with(&format!("{key}."))),
+                "{name}'s manifest has no {key}"
+            );
+        }
         let mut needed = embedded(dir);
-        needed.push("Cargo.toml".into());
+        needed.extend(["Cargo.toml".into(), "README.md".into()]);
         for needed in needed {
             assert!(
                 listing.lines().any(|l| l == format!("{prefix}{needed}")),
