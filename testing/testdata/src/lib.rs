@@ -28,6 +28,21 @@ pub fn repo() -> PathBuf {
     here.canonicalize().unwrap_or(here)
 }
 
+/// The workspace's members (their directories relative to the root), from the root
+/// Cargo.toml.
+pub fn workspace_members() -> Vec<String> {
+    let text = std::fs::read_to_string(repo().join("Cargo.toml")).unwrap();
+    let list = text
+        .split("members = [")
+        .nth(1)
+        .and_then(|s| s.split(']').next())
+        .expect("a members list");
+    list.split(',')
+        .map(|m| m.trim().trim_matches('"').to_string())
+        .filter(|m| !m.is_empty())
+        .collect()
+}
+
 /// The reference fixtures' directory (`fixtures/` in the repository).
 pub fn fixtures() -> PathBuf {
     let dir = repo().join("fixtures");

@@ -5,23 +5,9 @@
 //! followed to where an item is defined), and no code that reads the shared folder beside
 //! the repository (a clone tests itself).
 
-use agentfly_testdata::repo;
+use agentfly_testdata::{repo, workspace_members as members};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-
-/// The workspace's members, from the root Cargo.toml.
-fn members() -> Vec<String> {
-    let text = std::fs::read_to_string(repo().join("Cargo.toml")).unwrap();
-    let list = text
-        .split("members = [")
-        .nth(1)
-        .and_then(|s| s.split(']').next())
-        .expect("a members list");
-    list.split(',')
-        .map(|m| m.trim().trim_matches('"').to_string())
-        .filter(|m| !m.is_empty())
-        .collect()
-}
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {

@@ -6,22 +6,15 @@
 //! Verifying the packages (building each on its own) would be a second full build and is
 //! left out.
 
-use agentfly_testdata::repo;
+use agentfly_testdata::{repo, workspace_members};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The workspace's members: package name, directory, and whether it is published (no
 /// `publish = false`).
 fn members() -> Vec<(String, PathBuf, bool)> {
-    let root = std::fs::read_to_string(repo().join("Cargo.toml")).unwrap();
-    let list = root
-        .split("members = [")
-        .nth(1)
-        .and_then(|s| s.split(']').next())
-        .expect("a members list");
-    list.split(',')
-        .map(|m| m.trim().trim_matches('"'))
-        .filter(|m| !m.is_empty())
+    workspace_members()
+        .iter()
         .map(|m| {
             let dir = repo().join(m);
             let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
