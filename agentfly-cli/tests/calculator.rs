@@ -171,22 +171,24 @@ fn tensorboard_matches_the_logs(out: &Path) {
             .clone()
     };
     let close = |a: &Value, b: &Value| (a.as_f64().unwrap() - b.as_f64().unwrap()).abs() < 1e-6;
+    // A scalar's points are the log's lines: one per step, the same values.
+    let same_as_log = |tag: &str, log: &[Value], key: &str| {
+        let points = series("scalars", tag);
+        assert_eq!(points.len(), log.len(), "{tag}: {points:?}");
+        for (point, line) in points.iter().zip(log) {
+            assert_eq!(point[0], line["step"]);
+            assert!(close(&point[1], &line[key]), "{tag}: {point} {line}");
+        }
+    };
     let metrics = lines(&out.join("out/metrics.jsonl"));
-    let rewards = series("scalars", "rollout/reward_mean");
-    assert_eq!(rewards.len(), metrics.len(), "{rewards:?}");
-    for (point, m) in rewards.iter().zip(&metrics) {
-        assert_eq!(point[0], m["step"]);
-        assert!(close(&point[1], &m["reward_mean"]), "{point} {m}");
-    }
+    same_as_log("rollout/reward_mean", &metrics, "reward_mean");
     let losses = series("scalars", "update/loss");
     assert!(close(&losses[1][1], &metrics[1]["loss"]), "{losses:?}");
-    let val = lines(&out.join("val.jsonl"));
-    let accuracy = series("scalars", "validation/accuracy");
-    assert_eq!(accuracy.len(), val.len(), "{accuracy:?}");
-    for (point, v) in accuracy.iter().zip(&val) {
-        assert_eq!(point[0], v["step"]);
-        assert!(close(&point[1], &v["accuracy"]), "{point} {v}");
-    }
+    same_as_log(
+        "validation/accuracy",
+        &lines(&out.join("val.jsonl")),
+        "accuracy",
+    );
     // [step, num, ...]: every trajectory's reward.
     let hist = series("histograms", "rollout/rewards");
     assert_eq!(hist.len(), 2);

@@ -129,9 +129,8 @@ impl Trajectory {
     /// reward: what reports and TensorBoard show.
     pub fn transcript(&self) -> String {
         use std::fmt::Write as _;
-        let t = self;
         let mut s = String::new();
-        for (i, turn) in t.turns.iter().enumerate() {
+        for (i, turn) in self.turns.iter().enumerate() {
             let _ = writeln!(s, "[model, turn {}]\n{}", i + 1, turn.text.trim_end());
             for call in &turn.calls {
                 let name = if call.name.is_empty() {
@@ -150,15 +149,15 @@ impl Trajectory {
                 );
             }
         }
-        let mut response: String = t.response.chars().take(60).collect();
-        if response.len() < t.response.len() {
+        let mut response: String = self.response.chars().take(60).collect();
+        if response.len() < self.response.len() {
             response.push('…');
         }
         let _ = writeln!(
             s,
             "[ended: {:?}; answer read: {response:?}; reward {}]",
-            t.finish_reason,
-            t.reward.map_or("-".into(), |r| r.to_string())
+            self.finish_reason,
+            self.reward.map_or("-".into(), |r| r.to_string())
         );
         s
     }

@@ -92,14 +92,10 @@ impl Trainer {
         if !self.config.output.tensorboard {
             return Ok(());
         }
-        let root = self.output_dir()?.join(TENSORBOARD_DIR);
-        let dir = match board {
-            Board::Rl => root,
-            Board::Sft => root.join("sft"),
-        };
-        let start = match board {
-            Board::Rl => self.step as u64 + 1,
-            Board::Sft => 1,
+        let root = self.tensorboard_dir()?;
+        let (dir, start) = match board {
+            Board::Rl => (root, self.step as u64 + 1),
+            Board::Sft => (root.join("sft"), 1),
         };
         lock(&self.boards).with(&dir, start, f).map_err(io(&dir))
     }
@@ -126,13 +122,9 @@ impl Trainer {
             w.scalars(step, &scalars)?;
             w.histogram("rollout/rewards", step, &m.detail.rewards)?;
             w.histogram("update/advantages", step, &m.detail.advantages)?;
-            for (i, (title, transcript)) in m.detail.samples.iter().enumerate() {
-                let tag = if i == 0 {
-                    "samples/best"
-                } else {
-                    "samples/worst"
-                };
-                w.text(tag, step, &format!("{title}\n\n```text\n{transcript}```"))?;
+            for (which, title, transcript) in &m.detail.samples {
+                let text = format!("{title}\n\n```text\n{transcript}```");
+                w.text(&format!("samples/{which}"), step, &text)?;
             }
             Ok(())
         })

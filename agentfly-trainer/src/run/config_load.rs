@@ -29,7 +29,7 @@ fn override_value(text: &str) -> toml::Value {
 
 /// Sets `key.path=value` in `table`, making the tables on the way; a number indexes an array
 /// of tables (`agent.mcp.0.cwd`).
-pub fn set_key(table: &mut toml::Table, assignment: &str) -> Result<(), String> {
+fn set_key(table: &mut toml::Table, assignment: &str) -> Result<(), String> {
     let (key, value) = assignment
         .split_once('=')
         .ok_or_else(|| format!("--set {assignment}: write KEY=VALUE, e.g. rollout.chains=8"))?;

@@ -73,8 +73,9 @@ pub struct StepDetail {
     pub rewards: Vec<f64>,
     /// The advantages of the learned tokens.
     pub advantages: Vec<f64>,
-    /// The best and the worst rewarded trajectories: a title and the transcript.
-    pub samples: Vec<(String, String)>,
+    /// The best and the worst rewarded trajectories: which (`best`, `worst`), a title and
+    /// the transcript.
+    pub samples: Vec<(&'static str, String, String)>,
 }
 
 impl StepDetail {
@@ -89,12 +90,10 @@ impl StepDetail {
         let worst = scored.iter().copied().min_by(by_reward);
         let samples = [("best", best), ("worst", worst)]
             .into_iter()
-            .filter_map(|(which, t)| Some((which, t?)))
-            .map(|(which, t)| {
-                (
-                    format!("{which}: sample `{}` chain {}", t.sample_id, t.chain),
-                    t.transcript(),
-                )
+            .filter_map(|(which, t)| {
+                let t = t?;
+                let title = format!("{which}: sample `{}` chain {}", t.sample_id, t.chain);
+                Some((which, title, t.transcript()))
             })
             .collect();
         Self {
