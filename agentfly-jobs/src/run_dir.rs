@@ -151,7 +151,7 @@ pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, JobError> 
 
 /// Whether `dir` may be emptied for a run with `settings`: it is an empty directory, or
 /// its `settings.json` is a run's (a JSON object) of the same job (the same `task`, absent
-/// for the calculator). Else why not.
+/// for the calculator; for a task file's run, the same `task.name`). Else why not.
 fn restartable(dir: &Path, settings: &impl Serialize) -> Result<(), String> {
     let meta = std::fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
     if !meta.is_dir() {
@@ -172,7 +172,12 @@ fn restartable(dir: &Path, settings: &impl Serialize) -> Result<(), String> {
     let Ok(serde_json::Value::Object(earlier)) = serde_json::from_str(&text) else {
         return Err("its settings.json is not a run's settings".into());
     };
-    let task = |v: &serde_json::Map<String, serde_json::Value>| v.get("task").cloned();
+    // A built-in job's task is its name (absent for the calculator); a task file's is a
+    // table with its name.
+    let task = |v: &serde_json::Map<String, serde_json::Value>| match v.get("task") {
+        Some(serde_json::Value::Object(t)) => t.get("name").cloned(),
+        other => other.cloned(),
+    };
     let ours = match serde_json::to_value(settings) {
         Ok(serde_json::Value::Object(ours)) => ours,
         _ => return Err("the settings cannot be compared".into()),

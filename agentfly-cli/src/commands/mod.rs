@@ -9,6 +9,7 @@ pub mod logits;
 mod mcp;
 pub mod mcp_serve;
 mod model_args;
+pub mod new;
 pub mod render;
 pub mod rewards;
 pub mod rollout;

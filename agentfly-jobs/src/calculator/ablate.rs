@@ -44,7 +44,7 @@ pub fn run(args: &AblateArgs) -> Result<(), JobError> {
                 algorithm,
                 mask,
                 seed,
-                ..main.settings.clone()
+                ..main.builtin()?.clone()
             };
             let report = main.variant(&dir, &settings)?;
             eprintln!(
@@ -56,7 +56,7 @@ pub fn run(args: &AblateArgs) -> Result<(), JobError> {
     let outcomes = finished(&main.path("ablations"))?;
     let evals = main.evals()?;
     let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let md = summary(&command, &main.settings, find(&evals, "sft"), &outcomes);
+    let md = summary(&command, main.builtin()?, find(&evals, "sft"), &outcomes);
     let path = main.path("ablations/ABLATIONS.md");
     crate::run_dir::write(&path, &md)?;
     println!("{md}");

@@ -1,15 +1,21 @@
 //! A job's run: its directory opened with its settings, the model present, the data written
 //! and checked disjoint, the trainer's configuration written; and what the run has
-//! produced so far, read back for the report and the ablations. The stages
-//! ([`pipeline`]), the settings ([`settings`]) and the report ([`report`]) are shared by
-//! the calculator and wiki-qa jobs; what differs is the [`task`].
+//! produced so far, read back for the report and the ablations. Every run — a built-in
+//! job's or `agentfly run`'s — is a [`TaskSpec`] run by the same stages ([`pipeline`]) into
+//! the same report ([`report`]); a built-in job makes its spec from its settings
+//! ([`settings`], [`builtin`]) and its [`task`], and `agentfly run` reads it from a file
+//! ([`from_file`]).
 
+pub mod builtin;
+pub mod from_file;
 pub mod pipeline;
 pub mod report;
 pub mod settings;
+pub mod spec;
 pub mod task;
 
 pub use settings::Settings;
+pub use spec::TaskSpec;
 pub use task::{CallFormat, Task};
 
 use crate::JobError;
@@ -45,8 +51,11 @@ pub const EVALS: [(&str, &str); 4] = [
 pub struct Job {
     /// Its directory.
     pub run: RunDir,
-    /// Its settings.
-    pub settings: Settings,
+    /// What it runs.
+    pub spec: TaskSpec,
+    /// A built-in job's settings (its ablations and variants are made from them); none for
+    /// a task file's run.
+    pub settings: Option<Settings>,
 }
 
 impl Job {
@@ -97,28 +106,50 @@ impl Job {
         let isolation = sandbox::check(&toolbox, Purpose::Train, args.allow_network)
             .map_err(JobError::State)?;
         let run = RunDir::open(&dir, &settings, args.restart)?;
-        let job = Self { run, settings };
         // What this process's sandbox enforced, for the report (a resumed run says its own).
         if let Some(isolation) = isolation {
-            job.run.write(SANDBOX_FILE, &to_json(&isolation)?)?;
+            run.write(SANDBOX_FILE, &to_json(&isolation)?)?;
         }
-        task.write_data(
-            job.settings.data_seed,
-            job.settings.sizes(),
-            &job.path("data"),
-        )?;
-        job.run.write("system.txt", &task.tool_prompt())?;
-        job.run.write(
-            "run.toml",
-            &job.settings
-                .trainer_toml(&job.settings.model, Path::new(""), true),
+        task.write_data(settings.data_seed, settings.sizes(), &run.path("data"))?;
+        let job = Self {
+            spec: settings.task_spec(&run.path("data"))?,
+            run,
+            settings: Some(settings),
+        };
+        let settings = job.builtin()?;
+        job.write_files(
+            &settings.trainer_toml_header(),
+            &settings.task_file_header(),
         )?;
         Ok(job)
     }
 
+    /// Writes the run's `system.txt`, its trainer configuration `run.toml` (after
+    /// `config_header`) and its task file `task.toml` (after `task_header`).
+    pub fn write_files(&self, config_header: &str, task_header: &str) -> Result<(), JobError> {
+        self.run.write("system.txt", &self.spec.system_prompt()?)?;
+        let config = self.spec.trainer_config(Path::new(""));
+        let config = toml::to_string(&config)
+            .map_err(|e| JobError::State(format!("the trainer configuration: {e}")))?;
+        self.run
+            .write("run.toml", &format!("{config_header}{config}"))?;
+        self.run
+            .write("task.toml", &self.spec.to_toml(task_header)?)
+    }
+
+    /// A built-in job's settings.
+    pub fn builtin(&self) -> Result<&Settings, JobError> {
+        self.settings.as_ref().ok_or_else(|| {
+            JobError::State(format!(
+                "{}: a task file's run, not a built-in job's",
+                self.run.dir().display()
+            ))
+        })
+    }
+
     /// A trainer for `config`, from `model` when given (else the configuration's model or
-    /// the run's checkpoint), with the pools of the task's own environments: for the text
-    /// world, a game server per chain running at once.
+    /// the run's checkpoint), with the pool of the task's world when it has one (for the
+    /// text world, a game server per chain running at once).
     pub fn trainer(
         &self,
         config: TrainerConfig,
@@ -129,9 +160,9 @@ impl Job {
             Some(model) => Trainer::with_model(config, model)?,
             None => Trainer::new(config)?,
         };
-        if self.settings.task == Task::TextWorld {
+        if let Some(world) = &self.spec.world {
             trainer.env_pools().insert(EnvPool::<RemoteEnv>::new(
-                crate::textworld::games::world()?,
+                world.clone(),
                 PoolConfig {
                     capacity,
                     ..PoolConfig::default()
@@ -151,6 +182,7 @@ impl Job {
     /// `dir/final.json` (read back when it is there). Resumes like the main run; a finished
     /// variant keeps its model and drops its checkpoints (1.6 GB each).
     pub fn variant(&self, dir: &Path, settings: &Settings) -> Result<EvalReport, JobError> {
+        self.builtin()?;
         let done = dir.join("final.json");
         if let Some(report) = read_json::<EvalReport>(&done)? {
             return Ok(report);
@@ -181,6 +213,16 @@ impl Job {
     /// A split's samples (`train`, `val`, `test` or `demos`).
     pub fn split(&self, name: &str) -> Result<Vec<Sample>, JobError> {
         Ok(read_samples(self.path(format!("data/{name}.jsonl")))?)
+    }
+
+    /// A split's samples, none when the run has no such split (`val` and `demos` are
+    /// optional in a task file).
+    pub fn split_if_given(&self, name: &str) -> Result<Vec<Sample>, JobError> {
+        if self.path(format!("data/{name}.jsonl")).exists() {
+            self.split(name)
+        } else {
+            Ok(Vec::new())
+        }
     }
 
     /// The evaluations of the test split done so far, in the report's order.

@@ -9,8 +9,8 @@ use crate::evaluation::{evaluate, summary_line, validate};
 use crate::run_dir::{read_json, to_json};
 use agentfly_core::Sample;
 use agentfly_trainer::run::{
-    EvalReport, EvalSection, MetricsLog, RolloutSection, SFT_MODEL, Trainer, TrainerConfig,
-    print_line,
+    EvalReport, EvalSection, MetricsLog, RolloutSection, SFT_MODEL, SftSection, Trainer,
+    TrainerConfig, print_line,
 };
 
 /// Runs every stage not done yet, then writes the report and prints its table.
@@ -23,22 +23,23 @@ pub fn run(job: &Job) -> Result<(), JobError> {
 /// computation: the same model, test split and no-tool configuration, so the same prompts
 /// token for token (the closed book has no tools, and so no call format of its own).
 pub fn run_beside(job: &Job, other: Option<&Job>) -> Result<(), JobError> {
-    let s = &job.settings;
+    let s = &job.spec;
     let config = TrainerConfig::load(job.path("run.toml"))?;
     let test = job.split("test")?;
-    let val = job.split("val")?;
+    let val = job.split_if_given("val")?;
+    let model = &s.model.path;
     eprintln!(
         "{} job in {} ({} preset, {}, {} RL steps); rerun the same command to resume",
-        s.task.name(),
+        s.task.name,
         job.run.dir().display(),
-        s.preset,
-        s.algorithm.name(),
-        s.steps
+        s.task.preset,
+        s.algorithm_name(),
+        s.train.steps
     );
 
-    if s.task.has_closed_book() {
+    if let Some(prompt) = &s.task.closed_book_prompt {
         eval_stage(job, "no_tools", "1/5 initial policy without tools", || {
-            let no_tools = no_tool_config(&config, s.task);
+            let no_tools = no_tool_config(&config, prompt);
             if let Some(other) = other
                 && let Some(report) = closed_book_of(other, job, &no_tools, &test)?
             {
@@ -48,16 +49,44 @@ pub fn run_beside(job: &Job, other: Option<&Job>) -> Result<(), JobError> {
                 );
                 return Ok(report);
             }
-            let trainer = job.trainer(no_tools, Some(&s.model))?;
+            let trainer = job.trainer(no_tools, Some(model))?;
             evaluate(&trainer, &test, "no tools")
         })?;
     }
     eval_stage(job, "initial", "2/5 initial policy with its tools", || {
-        let trainer = job.trainer(config.clone(), Some(&s.model))?;
+        let trainer = job.trainer(config.clone(), Some(model))?;
         evaluate(&trainer, &test, "initial")
     })?;
 
     let mut trainer = job.trainer(config.clone(), None)?;
+    if let Some(sft) = &config.sft {
+        self::sft(job, &mut trainer, &config, sft, &test)?;
+    }
+
+    // RL's result is the final evaluation: once that is written, the checkpoints may be
+    // gone (pruned to save disk) without RL starting over.
+    if !job.eval_path("final").exists() {
+        rl(job, &mut trainer, &val)?;
+    }
+
+    eval_stage(job, "final", "5/5 policy after RL", || {
+        evaluate(&trainer, &test, "after RL")
+    })?;
+    drop(trainer);
+    let path = report::write(job)?;
+    eprintln!("report: {}", path.display());
+    println!("{}", crate::report::table(&job.evals()?));
+    Ok(())
+}
+
+/// The supervised warm start when its model is not there yet, and the evaluation after it.
+fn sft(
+    job: &Job,
+    trainer: &mut Trainer,
+    config: &TrainerConfig,
+    sft: &SftSection,
+    test: &[Sample],
+) -> Result<(), JobError> {
     let sft_model = config.output.dir.join(SFT_MODEL);
     if !sft_model.join("config.json").exists() {
         if trainer.step() > 0 {
@@ -68,7 +97,8 @@ pub fn run_beside(job: &Job, other: Option<&Job>) -> Result<(), JobError> {
         }
         eprintln!(
             "3/5 SFT warm start on {} demonstrations ({} epoch(s))",
-            s.demos, s.sft_epochs
+            job.split("demos")?.len(),
+            sft.epochs
         );
         if let Some(report) = trainer.sft()? {
             eprintln!(
@@ -89,40 +119,28 @@ pub fn run_beside(job: &Job, other: Option<&Job>) -> Result<(), JobError> {
     }
     eval_stage(job, "sft", "3/5 policy after SFT", || {
         if trainer.step() == 0 {
-            evaluate(&trainer, &test, "after SFT")
+            evaluate(trainer, test, "after SFT")
         } else {
             let sft = job.trainer(config.clone(), Some(&sft_model))?;
-            evaluate(&sft, &test, "after SFT")
+            evaluate(&sft, test, "after SFT")
         }
     })?;
-
-    // RL's result is the final evaluation: once that is written, the checkpoints may be
-    // gone (pruned to save disk) without RL starting over.
-    if !job.eval_path("final").exists() {
-        rl(job, &mut trainer, &val)?;
-    }
-
-    eval_stage(job, "final", "5/5 policy after RL", || {
-        evaluate(&trainer, &test, "after RL")
-    })?;
-    drop(trainer);
-    let path = report::write(job)?;
-    eprintln!("report: {}", path.display());
-    println!("{}", crate::report::table(&job.evals()?));
     Ok(())
 }
 
 /// RL from where the trainer stands, with a validation point every `eval_every` steps and
-/// after the last (each written once, also across interruptions).
+/// after the last (each written once, also across interruptions), when there is a
+/// validation split.
 fn rl(job: &Job, trainer: &mut Trainer, val: &[Sample]) -> Result<(), JobError> {
-    let s = &job.settings;
+    let s = &job.spec;
+    let steps = s.train.steps;
     eprintln!(
         "4/5 RL: {} steps of {} {} x {} chains ({})",
-        s.steps,
-        s.samples_per_step,
-        s.task.items(),
-        s.chains,
-        s.algorithm.name()
+        steps,
+        s.rollout.samples_per_step,
+        s.task.items,
+        s.rollout.chains,
+        s.algorithm_name()
     );
     if trainer.step() > 0 {
         eprintln!("    resuming RL from step {}", trainer.step());
@@ -135,8 +153,9 @@ fn rl(job: &Job, trainer: &mut Trainer, val: &[Sample]) -> Result<(), JobError> 
         .filter(|p| p.step <= trainer.step())
         .last();
     log.keep_until(trainer.step())?;
+    let every = s.task.eval_every.max(1);
     let due =
-        |step: usize| step > 0 && (step.is_multiple_of(s.eval_every.max(1)) || step == s.steps);
+        |step: usize| !val.is_empty() && step > 0 && (step.is_multiple_of(every) || step == steps);
     if due(trainer.step()) && last.is_none_or(|p| p.step < trainer.step()) {
         let point = validate(trainer, val, trainer.step(), None)?;
         point.log_to(trainer)?;
@@ -157,14 +176,14 @@ fn rl(job: &Job, trainer: &mut Trainer, val: &[Sample]) -> Result<(), JobError> 
     Ok(())
 }
 
-/// The configuration of the no-tool baseline: the same model, budgets and reward, no
-/// tools, one turn, room to write a worked answer.
-pub fn no_tool_config(config: &TrainerConfig, task: super::Task) -> TrainerConfig {
+/// The configuration of the no-tool baseline with its system `prompt`: the same model,
+/// budgets and reward, no tools, one turn, room to write a worked answer.
+pub fn no_tool_config(config: &TrainerConfig, prompt: &str) -> TrainerConfig {
     let mut c = config.clone();
     c.agent.tools.clear();
     c.agent.mcp.clear();
     c.agent.format = "hermes".into();
-    c.agent.system_prompt = task.no_tool_prompt().into();
+    c.agent.system_prompt = prompt.into();
     c.agent.system_prompt_file = None;
     c.agent.format_bonus = 0.0;
     c.chain.max_turns = 1;
@@ -188,9 +207,12 @@ fn closed_book_of(
     let Some(report) = read_json::<EvalReport>(&other.eval_path("no_tools"))? else {
         return Ok(None);
     };
+    let Some(prompt) = &other.spec.task.closed_book_prompt else {
+        return Ok(None);
+    };
     let theirs = TrainerConfig::load(other.path("run.toml"))?;
-    let same = other.settings.model == job.settings.model
-        && same_closed_book(&no_tool_config(&theirs, other.settings.task), no_tools)
+    let same = other.spec.model.path == job.spec.model.path
+        && same_closed_book(&no_tool_config(&theirs, prompt), no_tools)
         && other.split("test")? == test;
     Ok(same.then_some(report))
 }
@@ -245,7 +267,10 @@ mod tests {
             Task::WikiQa(format) => Settings::wiki_qa(&args, model.into(), format),
             _ => Settings::from_args(&args, model.into()),
         };
-        no_tool_config(&settings.trainer_config(model, Path::new(dir), true), task)
+        no_tool_config(
+            &settings.trainer_config(model, Path::new(dir), true),
+            task.no_tool_prompt(),
+        )
     }
 
     #[test]

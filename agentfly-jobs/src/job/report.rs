@@ -1,7 +1,7 @@
 //! A job's report: its title and set-up paragraph, then the shared sections (held-out
 //! table and verdicts, training curves, sample trajectories, times, files).
 
-use super::{Job, Task};
+use super::Job;
 use crate::JobError;
 use crate::report::held_out::find;
 use crate::report::{Comparison, Report, SampleTrajectories, TrainingCurves};
@@ -11,80 +11,67 @@ use std::path::{Path, PathBuf};
 /// Writes `report/REPORT.md` and its charts from what the run has produced so far; returns
 /// the Markdown file's path.
 pub fn write(job: &Job) -> Result<PathBuf, JobError> {
-    let s = &job.settings;
+    let s = &job.spec;
+    let words = &s.report;
     let evals = job.evals()?;
     let metrics = job.metrics()?;
     let validation = job.validation()?;
     let sft = job.sft()?;
-    let items = s.task.items();
-    let (title, disjoint, need) = match s.task {
-        Task::Calculator => (
-            "Calculator agent: SmolLM2-135M-Instruct learns to use a calculator".to_string(),
-            "by normalised question",
-            "the problems need the calculator",
+    let items = &s.task.items;
+    let count = |split: &str| job.split_if_given(split).map(|d| d.len());
+    let (train, val, test, demos) = (
+        count("train")?,
+        count("val")?,
+        count("test")?,
+        count("demos")?,
+    );
+    let title = words.title.clone().unwrap_or_else(|| {
+        let model = s
+            .model
+            .path
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy();
+        format!("{} agent: {model} trained with agentfly", s.task.name)
+    });
+    let config = s.trainer_config(Path::new(""));
+    let warm_start = match &config.sft {
+        Some(sft) => format!(
+            "SFT on {demos} {} ({} epoch(s), lr {:e}); then ",
+            words.demos.as_deref().unwrap_or("demonstrations"),
+            sft.epochs,
+            sft.lr
         ),
-        Task::WikiQa(format) => (
-            format!(
-                "Wiki agent ({}): SmolLM2-135M-Instruct learns to look answers up",
-                match format {
-                    super::CallFormat::Hermes => "JSON tool calls",
-                    super::CallFormat::Code => "code as action",
-                }
-            ),
-            "by question and by source article",
-            "the answers must be looked up",
-        ),
-        Task::TextWorld => (
-            "Text-world agent: SmolLM2-135M-Instruct learns to play TextWorld-Commonsense"
-                .to_string(),
-            "by game (each split from its own fold's seeds) and by first observation",
-            "a game is played only by acting in it",
-        ),
+        None => "no SFT; ".into(),
     };
+    let bonus = s.agent.format_bonus;
+    let reward = words.reward.clone().unwrap_or_else(|| {
+        let shaped = if bonus != 0.0 {
+            format!(", shaped with a format bonus of {bonus}")
+        } else {
+            String::new()
+        };
+        format!("reward `{}`{shaped}", s.agent.reward)
+    });
     let mut report = Report::new(&job.path("report"), &title, job.run.command())?;
     report.paragraph(&format!(
-        "Model `{}` on `{}`; {} preset: {} training, {} validation and {} test {items} (disjoint \
-         {disjoint}, checked at load); SFT on {} {} ({} epoch(s), lr {:e}); then {} RL steps of \
-         {} {items} × {} chains with {} (lr {:e}, loss {}, seed {}){}. Greedy evaluation, one \
-         chain per question, at most {} turns; tools: {}.",
-        s.model.display(),
-        s.device,
-        s.preset,
-        s.train,
-        s.val,
-        s.test,
-        s.demos,
-        s.task.demos_description(),
-        s.sft_epochs,
-        s.sft_lr,
-        s.steps,
-        s.samples_per_step,
-        s.chains,
-        s.algorithm.name(),
-        s.lr,
-        loss_terms(s.mask, s.kl_coef),
-        s.seed,
-        if let Some(reward) = &s.reward {
-            let bonus = if s.format_bonus != 0.0 {
-                format!(", shaped with a format bonus of {}", s.format_bonus)
-            } else {
-                String::new()
-            };
-            format!("; reward `{reward}`{bonus} (accuracy counts its `correct` metric)")
-        } else if s.format_bonus != 0.0 {
-            format!(
-                "; reward shaped with a format bonus of {} (accuracy counts exact answers only)",
-                s.format_bonus
-            )
-        } else if s.task == Task::TextWorld {
-            "; reward 1 when the game says the task is complete, else 0 (the game's own score \
-             reported apart)"
-                .into()
-        } else {
-            "; reward 1 for the exact answer submitted, else 0".into()
-        },
-        s.task.chain().max_turns,
-        s.task.tools().join(", "),
+        "Model `{}` on `{}`; {} preset: {train} training, {val} validation and {test} test \
+         {items} (disjoint {}, checked at load); {warm_start}{} RL steps of {} {items} × {} \
+         chains with {} (lr {:e}, loss {}, seed {}); {reward}. Greedy evaluation, one chain \
+         per question, at most {} turns; tools: {}.",
+        s.model.path.display(),
+        s.model.device,
+        s.task.preset,
+        words.disjoint.as_deref().unwrap_or("by question"),
+        s.train.steps,
+        s.rollout.samples_per_step,
+        s.rollout.chains,
+        s.algorithm_name(),
+        s.optim.lr,
+        loss_terms(s.algorithm.mask, s.train.loss.kl_coef),
+        s.train.seed,
+        s.chain.max_turns,
+        s.tools_description(),
     ));
     if let Some(isolation) =
         read_json::<agentfly_envs::python::Isolation>(&job.path(super::SANDBOX_FILE))?
@@ -97,8 +84,13 @@ pub fn write(job: &Job) -> Result<PathBuf, JobError> {
     }
     let mut notes: Vec<String> = find(&evals, "no_tools")
         .map(|n| {
+            let shows = words
+                .closed_book
+                .as_ref()
+                .map(|c| format!(": {c}"))
+                .unwrap_or_default();
             format!(
-                "Without tools the initial model solves {}/{} ({:.0}%): {need}.",
+                "Without tools the initial model solves {}/{} ({:.0}%){shows}.",
                 n.correct,
                 n.samples,
                 n.accuracy * 100.0
@@ -106,13 +98,12 @@ pub fn write(job: &Job) -> Result<PathBuf, JobError> {
         })
         .into_iter()
         .collect();
-    if s.task == Task::TextWorld {
-        notes.push(world_scores(&evals));
+    if let Some(score) = &words.score {
+        notes.push(scores(&evals, score, items));
     }
-    report.held_out(
-        &evals,
-        &notes,
-        &[
+    // With SFT, RL is measured against the policy it started from: the one after SFT.
+    let comparisons = if config.sft.is_some() {
+        vec![
             Comparison {
                 after: "final",
                 before: "sft",
@@ -123,29 +114,46 @@ pub fn write(job: &Job) -> Result<PathBuf, JobError> {
                 before: "initial",
                 what: "SFT over the initial policy",
             },
-        ],
-        &format!("test accuracy ({} held-out {items})", s.test),
+        ]
+    } else {
+        vec![Comparison {
+            after: "final",
+            before: "initial",
+            what: "RL over the initial policy",
+        }]
+    };
+    report.held_out(
+        &evals,
+        &notes,
+        &comparisons,
+        &format!("test accuracy ({test} held-out {items})"),
     )?;
     report.training(&TrainingCurves {
         metrics: &metrics,
         validation: &validation,
-        validation_size: s.val,
-        chains: s.chains,
-        reward_top: 1.0 + f64::from(s.format_bonus.max(0.0)),
-        shaped: s.format_bonus != 0.0,
-        kl_tracked: s
-            .trainer_config(&s.model, Path::new(""), true)
-            .train
-            .measures_kl(),
+        validation_size: val,
+        chains: s.rollout.chains,
+        reward_top: 1.0 + f64::from(bonus.max(0.0)),
+        shaped: bonus != 0.0,
+        kl_tracked: s.train.measures_kl(),
     })?;
     if let Some(sft) = &sft {
         report.sft(sft);
     }
+    let before = if config.sft.is_some() {
+        ("sft", "After SFT (before RL)")
+    } else {
+        ("initial", "Initial policy (before RL)")
+    };
     report.sample_trajectories(
         &evals,
         &SampleTrajectories {
-            context: &[("initial", "Initial policy")],
-            before: ("sft", "After SFT (before RL)"),
+            context: if config.sft.is_some() {
+                &[("initial", "Initial policy")]
+            } else {
+                &[]
+            },
+            before,
             after: ("final", "After RL"),
             samples: &job.split("test")?,
             question: "question",
@@ -157,9 +165,9 @@ pub fn write(job: &Job) -> Result<PathBuf, JobError> {
     report.write()
 }
 
-/// The games' own score (0 to 1: the share of the objects put where they belong), its mean
-/// over each evaluation's games, reported apart from success.
-fn world_scores(evals: &[crate::report::Eval]) -> String {
+/// The reward's `score` metric (`what` it is), its mean over each evaluation's `items`,
+/// reported apart from accuracy.
+fn scores(evals: &[crate::report::Eval], what: &str, items: &str) -> String {
     let means: Vec<String> = evals
         .iter()
         .map(|e| {
@@ -173,10 +181,7 @@ fn world_scores(evals: &[crate::report::Eval]) -> String {
             format!("{} {mean:.2}", e.title)
         })
         .collect();
-    format!(
-        "The game's own score (the share of the task done, 0 to 1), mean over the games: {}.",
-        means.join(", ")
-    )
+    format!("{what}, mean over the {items}: {}.", means.join(", "))
 }
 
 /// What RL's loss is taken on, and its KL penalty when it has one.

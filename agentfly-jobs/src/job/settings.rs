@@ -445,11 +445,19 @@ impl Settings {
     pub fn trainer_toml(&self, model: &Path, run_dir: &Path, sft: bool) -> String {
         let config = self.trainer_config(model, run_dir, sft);
         format!(
+            "{}{}",
+            self.trainer_toml_header(),
+            toml::to_string(&config).expect("a trainer configuration serializes")
+        )
+    }
+
+    /// The header of the job's trainer configurations.
+    pub fn trainer_toml_header(&self) -> String {
+        format!(
             "# The {} job's trainer configuration, written by `agentfly {}`.\n\
-             # `agentfly train --config` and `agentfly eval --config` read it as it is.\n\n{}",
+             # `agentfly train --config` and `agentfly eval --config` read it as it is.\n\n",
             self.task.name(),
             self.task.command(),
-            toml::to_string(&config).expect("a trainer configuration serializes")
         )
     }
 }

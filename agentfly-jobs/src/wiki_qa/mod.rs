@@ -47,7 +47,7 @@ pub fn run(args: &Args) -> Result<(), JobError> {
             );
             let settings = Settings {
                 rows: RowShape::Turns,
-                ..job.settings.clone()
+                ..job.builtin()?.clone()
             };
             let report = job.variant(&job.path(TURN_ROWS), &settings)?;
             eprintln!("{}", crate::evaluation::summary_line("turn rows", &report));
@@ -99,10 +99,12 @@ fn comparison(jobs: &[(CallFormat, Job)]) -> Result<String, JobError> {
             }],
         ));
     }
-    let test = jobs.first().map_or(0, |(_, j)| j.settings.test);
-    let families = match jobs.first() {
-        Some((_, job)) => by_family(&rows, &job.split("test")?),
-        None => String::new(),
+    let (test, families) = match jobs.first() {
+        Some((_, job)) => {
+            let test = job.split("test")?;
+            (test.len(), by_family(&rows, &test))
+        }
+        None => (0, String::new()),
     };
     Ok(format!(
         "# Wiki agents: JSON tool calls against code as action\n\n\

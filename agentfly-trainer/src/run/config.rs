@@ -100,6 +100,19 @@ pub struct SftSection {
     pub micro_batch_tokens: usize,
 }
 
+impl SftSection {
+    /// SFT on `data` with the defaults: one epoch, batches of 8, lr 1e-5.
+    pub fn new(data: PathBuf) -> Self {
+        Self {
+            data,
+            epochs: one(),
+            batch_size: eight(),
+            lr: sft_lr(),
+            micro_batch_tokens: sft_tokens(),
+        }
+    }
+}
+
 fn one() -> usize {
     1
 }
@@ -307,6 +320,19 @@ pub struct OutputSection {
     /// jobs' validation accuracy).
     #[serde(default = "yes")]
     pub tensorboard: bool,
+}
+
+impl OutputSection {
+    /// Output into `dir` with the defaults: a checkpoint every 5 steps, the latest 2 kept,
+    /// TensorBoard's event files written.
+    pub fn new(dir: PathBuf) -> Self {
+        Self {
+            dir,
+            checkpoint_every: five(),
+            keep_checkpoints: two(),
+            tensorboard: yes(),
+        }
+    }
 }
 
 fn yes() -> bool {

@@ -5,7 +5,7 @@ use super::config::{ConfigError, TrainerConfig};
 use std::path::Path;
 
 /// A TOML error on one line: where it is (line and text) and what is wrong.
-fn toml_error(text: &str, e: &toml::de::Error) -> String {
+pub fn toml_error(text: &str, e: &toml::de::Error) -> String {
     let message = e.message().trim().replace('\n', " ");
     match e.span() {
         Some(span) => {
@@ -28,8 +28,8 @@ fn override_value(text: &str) -> toml::Value {
 }
 
 /// Sets `key.path=value` in `table`, making the tables on the way; a number indexes an array
-/// of tables (`agent.mcp.0.cwd`).
-fn set_key(table: &mut toml::Table, assignment: &str) -> Result<(), String> {
+/// of tables (`agent.mcp.0.cwd`). The value is TOML, or else a string.
+pub fn set_key(table: &mut toml::Table, assignment: &str) -> Result<(), String> {
     let (key, value) = assignment
         .split_once('=')
         .ok_or_else(|| format!("--set {assignment}: write KEY=VALUE, e.g. rollout.chains=8"))?;

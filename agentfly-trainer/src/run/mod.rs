@@ -60,6 +60,7 @@ pub use config::{
     AgentSection, AlgorithmSection, ConfigError, DataSection, ModelSection, OutputSection,
     RolloutSection, RowShape, SftSection, TrainerConfig,
 };
+pub use config_load::{set_key, toml_error};
 pub use error::TrainError;
 pub use eval::{
     EvalReport, EvalSection, accuracy_of, correct_of, failed_of, failure_of, wilson_interval,

@@ -201,7 +201,7 @@ fn mcp_servers_of_the_command_line_reach_the_trainer_and_the_settings_file() {
     assert!(read.mcp.is_empty());
     assert_ne!(read, s);
     // The no-tool baseline has neither the task's tools nor the servers'.
-    let baseline = crate::job::pipeline::no_tool_config(&c, Task::Calculator);
+    let baseline = crate::job::pipeline::no_tool_config(&c, Task::Calculator.no_tool_prompt());
     assert!(baseline.agent.tools.is_empty() && baseline.agent.mcp.is_empty());
 }
 
