@@ -38,7 +38,16 @@ impl RunDir {
         // Absolute, so configurations written in subdirectories can name it.
         let dir = dir.canonicalize().map_err(JobError::io(dir))?;
         let settings_path = dir.join("settings.json");
-        match read_json::<S>(&settings_path)? {
+        // Settings of another kind of run (a built-in job's, a task file's) do not read as
+        // these: a run of another kind, not a corrupt file to delete.
+        let earlier = read_json::<S>(&settings_path).map_err(|e| match e {
+            JobError::Corrupt { message, .. } => JobError::OtherSettings {
+                differences: format!("its settings.json is another kind of run's: {message}"),
+                dir: dir.clone(),
+            },
+            e => e,
+        })?;
+        match earlier {
             Some(earlier) if earlier != *settings => {
                 return Err(JobError::OtherSettings {
                     differences: differences(&earlier, settings).join(", "),
@@ -172,12 +181,16 @@ fn restartable(dir: &Path, settings: &impl Serialize) -> Result<(), String> {
     let Ok(serde_json::Value::Object(earlier)) = serde_json::from_str(&text) else {
         return Err("its settings.json is not a run's settings".into());
     };
-    // A built-in job's task is its name (absent for the calculator); a task file's is a
-    // table with its name.
-    let task = |v: &serde_json::Map<String, serde_json::Value>| match v.get("task") {
-        Some(serde_json::Value::Object(t)) => t.get("name").cloned(),
-        other => other.cloned(),
-    };
+    // A built-in job's task is its name (absent for the calculator; a table for the wiki's
+    // formats); a task file's run is told apart by its `[agent]` table, and named by its
+    // task's name.
+    let task =
+        |v: &serde_json::Map<String, serde_json::Value>| match (v.get("task"), v.get("agent")) {
+            (Some(serde_json::Value::Object(t)), Some(_)) => {
+                Some(serde_json::json!({ "task file": t.get("name") }))
+            }
+            (task, _) => task.cloned(),
+        };
     let ours = match serde_json::to_value(settings) {
         Ok(serde_json::Value::Object(ours)) => ours,
         _ => return Err("the settings cannot be compared".into()),
@@ -260,6 +273,22 @@ mod tests {
         std::fs::write(mine.join("settings.json"), r#"{"task": "textworld"}"#).unwrap();
         let err = RunDir::open(&mine, &settings("grpo"), true).unwrap_err();
         assert!(err.to_string().contains("another job"), "{err}");
+        assert!(mine.join("notes.txt").exists());
+        // Another kind of run: a wiki format's, a task file's named like the job.
+        for other in [
+            r#"{"task": {"wiki-qa": "hermes"}}"#,
+            r#"{"task": {"name": "calculator"}, "agent": {}}"#,
+        ] {
+            std::fs::write(mine.join("settings.json"), other).unwrap();
+            let err = RunDir::open(&mine, &settings("grpo"), true).unwrap_err();
+            assert!(err.to_string().contains("another job"), "{other}: {err}");
+            // Without --restart: another run's settings, not a corrupt file to delete.
+            let err = RunDir::open(&mine, &settings("grpo"), false).unwrap_err();
+            assert!(
+                err.to_string().contains("another kind of run's"),
+                "{other}: {err}"
+            );
+        }
         assert!(mine.join("notes.txt").exists());
         // A file named as the directory: refused.
         let file = tmp.path().join("file");

@@ -5,6 +5,7 @@
 use super::spec::{OutputSettings, ReportSection, SftSettings, SplitFiles, TaskSection, TaskSpec};
 use super::{CallFormat, Settings, Task};
 use crate::JobError;
+use agentfly_envs::RemoteConfig;
 use std::path::Path;
 
 impl Task {
@@ -51,6 +52,15 @@ impl Settings {
     /// trainer configuration as [`Settings::trainer_config`] (a test holds them equal), the
     /// task's prompts, world and report words.
     pub fn task_spec(&self, data_dir: &Path) -> Result<TaskSpec, JobError> {
+        self.task_spec_with(data_dir, crate::textworld::games::world)
+    }
+
+    /// [`task_spec`](Self::task_spec) with the text world's server from `world`.
+    pub(crate) fn task_spec_with(
+        &self,
+        data_dir: &Path,
+        world: impl FnOnce() -> Result<RemoteConfig, JobError>,
+    ) -> Result<TaskSpec, JobError> {
         let task = self.task;
         let config = self.trainer_config(&self.model, Path::new(""), true);
         let sft = config.sft.clone().expect("a job's configuration has [sft]");
@@ -95,7 +105,7 @@ impl Settings {
             },
             eval: config.eval,
             world: match task {
-                Task::TextWorld => Some(crate::textworld::games::world()?),
+                Task::TextWorld => Some(world()?),
                 _ => None,
             },
             report: ReportSection {

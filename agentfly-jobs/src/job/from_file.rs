@@ -81,15 +81,18 @@ impl Job {
         let dir = args.out.clone().unwrap_or_else(|| {
             let preset = match spec.task.preset.as_str() {
                 "default" => String::new(),
-                other => format!("-{other}"),
+                other => format!("-{}", dir_name(other)),
             };
             PathBuf::from(format!("target/runs/{}{preset}", dir_name(&spec.task.name)))
         });
+        // Every split read and checked before anything is written: a mistake in the data,
+        // mended, is then not refused as data that changed since the run began.
+        let splits = read_splits(&spec)?;
         let run = RunDir::open(&dir, &spec, args.restart)?;
         if let Some(isolation) = isolation {
             run.write(SANDBOX_FILE, &to_json(&isolation)?)?;
         }
-        copy_splits(&spec, &run)?;
+        copy_splits(&splits, &run)?;
         let job = Self {
             run,
             spec,
@@ -123,12 +126,19 @@ fn dir_name(name: &str) -> String {
         .collect()
 }
 
-/// Copies the task's splits into the run's `data/` (each read as samples first, so a
-/// malformed line is reported with its file and line), refusing a split that differs from
-/// the copy an earlier run of this directory made; then checks the held-out splits
-/// (`val`, `test`) disjoint from every other by question.
-fn copy_splits(spec: &TaskSpec, run: &RunDir) -> Result<(), JobError> {
-    let mut splits: Vec<(&str, Vec<Sample>)> = Vec::new();
+/// A split read from the task's file: its name, source, text and samples.
+struct Split<'a> {
+    name: &'static str,
+    source: &'a Path,
+    text: String,
+    samples: Vec<Sample>,
+}
+
+/// Reads the task's splits (as samples, so a malformed line is reported with its file and
+/// line), and checks the held-out ones (`val`, `test`) disjoint by question from every other
+/// (train and demos may share questions).
+fn read_splits(spec: &TaskSpec) -> Result<Vec<Split<'_>>, JobError> {
+    let mut splits = Vec::new();
     for (name, source) in spec.data.named() {
         let samples = read_samples(source)?;
         if samples.is_empty() && name != "val" {
@@ -137,41 +147,54 @@ fn copy_splits(spec: &TaskSpec, run: &RunDir) -> Result<(), JobError> {
                 source.display()
             )));
         }
-        let copy = run.path(format!("data/{name}.jsonl"));
         let text = std::fs::read_to_string(source).map_err(JobError::io(source))?;
-        if copy.exists() {
-            let same_file = copy.canonicalize().ok() == source.canonicalize().ok();
-            let earlier = std::fs::read_to_string(&copy).map_err(JobError::io(&copy))?;
-            if !same_file && earlier != text {
-                return Err(JobError::State(format!(
-                    "data.{name}: {} differs from the copy this run began with ({}); pass \
-                     --restart to start over with it, or --out DIR for a new run",
-                    source.display(),
-                    copy.display()
-                )));
-            }
-        } else {
-            std::fs::create_dir_all(run.path("data")).map_err(JobError::io(run.dir()))?;
-            crate::run_dir::write(&copy, &text)?;
-        }
-        splits.push((name, samples));
+        splits.push(Split {
+            name,
+            source,
+            text,
+            samples,
+        });
     }
-    // Held-out splits share no question with any other (train and demos may).
     let held_out = |name: &str| name == "val" || name == "test";
-    for (i, (a, first)) in splits.iter().enumerate() {
-        for (b, second) in &splits[i + 1..] {
-            if !held_out(a) && !held_out(b) {
+    for (i, a) in splits.iter().enumerate() {
+        for b in &splits[i + 1..] {
+            if !held_out(a.name) && !held_out(b.name) {
                 continue;
             }
-            check_disjoint(&[(*a, first.as_slice()), (*b, second.as_slice())]).map_err(|o| {
+            check_disjoint(&[(a.name, &a.samples), (b.name, &b.samples)]).map_err(|o| {
                 JobError::Overlap {
-                    dir: run.path("data"),
+                    dir: a.source.parent().unwrap_or(Path::new("")).to_path_buf(),
                     overlap: format!(
                         "{} sample `{}` and {} sample `{}` ask the same question ({:?})",
                         o.first, o.first_id, o.second, o.second_id, o.question
                     ),
                 }
             })?;
+        }
+    }
+    Ok(splits)
+}
+
+/// Copies the splits into the run's `data/`, refusing one that differs from the copy an
+/// earlier run of this directory made.
+fn copy_splits(splits: &[Split<'_>], run: &RunDir) -> Result<(), JobError> {
+    for split in splits {
+        let copy = run.path(format!("data/{}.jsonl", split.name));
+        if copy.exists() {
+            let same_file = copy.canonicalize().ok() == split.source.canonicalize().ok();
+            let earlier = std::fs::read_to_string(&copy).map_err(JobError::io(&copy))?;
+            if !same_file && earlier != split.text {
+                return Err(JobError::State(format!(
+                    "data.{}: {} differs from the copy this run began with ({}); pass \
+                     --restart to start over with it, or --out DIR for a new run",
+                    split.name,
+                    split.source.display(),
+                    copy.display()
+                )));
+            }
+        } else {
+            std::fs::create_dir_all(run.path("data")).map_err(JobError::io(run.dir()))?;
+            crate::run_dir::write(&copy, &split.text)?;
         }
     }
     Ok(())

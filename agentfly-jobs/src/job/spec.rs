@@ -304,10 +304,12 @@ impl TaskSpec {
             *val = base.join(&*val);
         }
         if let Some(world) = &mut self.world {
-            if let Some(cwd) = &mut world.cwd
-                && cwd.is_relative()
-            {
-                *cwd = base.join(&*cwd);
+            // A started server runs in the file's directory unless told otherwise, so
+            // `command = ["python3", "my_world.py"]` finds the script beside the file.
+            match &mut world.cwd {
+                None => world.cwd = Some(base.to_path_buf()),
+                Some(cwd) if cwd.is_relative() => *cwd = base.join(&*cwd),
+                Some(_) => {}
             }
             // A program named by a relative path (`../venv/bin/python`), not one on PATH.
             if let Some(program) = world.command.first_mut()

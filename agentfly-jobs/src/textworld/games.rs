@@ -41,10 +41,15 @@ pub fn worlds_python() -> Result<PathBuf, JobError> {
 
 /// The game server's configuration.
 pub fn world() -> Result<RemoteConfig, JobError> {
-    Ok(RemoteConfig {
+    Ok(world_with(worlds_python()?))
+}
+
+/// The game server's configuration, served by `python`.
+pub fn world_with(python: PathBuf) -> RemoteConfig {
+    RemoteConfig {
         start_timeout: Duration::from_secs(120),
         ..RemoteConfig::world(
-            worlds_python()?,
+            python,
             "textworld_express",
             json!({
                 "game": GAME,
@@ -53,7 +58,7 @@ pub fn world() -> Result<RemoteConfig, JobError> {
                 "show_valid_actions": true,
             }),
         )
-    })
+    }
 }
 
 /// Writes the splits into `dir`: test games from the test fold, validation games from the

@@ -28,8 +28,9 @@ pub struct Args {
 
 /// The project's files: path, then template (placeholders `{{name}}`, `{{crate}}`,
 /// `{{agentfly}}`).
-const TEMPLATE: [(&str, &str); 6] = [
+const TEMPLATE: [(&str, &str); 7] = [
     ("Cargo.toml", include_str!("template/Cargo.toml.in")),
+    (".gitignore", include_str!("template/gitignore.in")),
     ("README.md", include_str!("template/README.md.in")),
     ("task.toml", include_str!("template/task.toml.in")),
     ("system.txt", include_str!("template/system.txt.in")),
@@ -88,6 +89,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .replace("{{crate}}", &crate_name)
             .replace("{{agentfly}}", &agentfly.display().to_string());
         write(&dir.join(path), &text)?;
+    }
+    // The dependency versions agentfly is tested with (cargo drops the entries it does not
+    // need on the first build).
+    let lock = agentfly.join("Cargo.lock");
+    if lock.is_file() {
+        std::fs::copy(&lock, dir.join("Cargo.lock")).with_context(|| lock.display().to_string())?;
     }
     for (split, samples) in dataset() {
         let lines = |samples: &[serde_json::Value]| -> String {

@@ -29,6 +29,7 @@ fn a_built_in_jobs_task_file_gives_its_trainer_configuration_also_read_back() {
         Task::Calculator,
         Task::WikiQa(CallFormat::Hermes),
         Task::WikiQa(CallFormat::Code),
+        Task::TextWorld,
     ] {
         for argv in [
             &[][..],
@@ -45,10 +46,18 @@ fn a_built_in_jobs_task_file_gives_its_trainer_configuration_also_read_back() {
             let settings = match task {
                 Task::Calculator => Settings::from_args(&args, model.clone()),
                 Task::WikiQa(format) => Settings::wiki_qa(&args, model.clone(), format),
-                Task::TextWorld => unreachable!(),
+                Task::TextWorld => Settings::textworld(&args, model.clone()),
             };
             let expected = settings.trainer_config(&model, Path::new(""), true);
-            let spec = settings.task_spec(&data).unwrap();
+            // The world's server as the job configures it, with a stand-in for the python
+            // of .venv-worlds (which unit tests do not have).
+            let world = || {
+                Ok(RemoteConfig {
+                    cwd: Some("/srv".into()),
+                    ..crate::textworld::games::world_with("/venv/bin/python".into())
+                })
+            };
+            let spec = settings.task_spec_with(&data, world).unwrap();
             assert_eq!(
                 spec.trainer_config(Path::new("")),
                 expected,
