@@ -33,7 +33,8 @@ pub struct Args {
     /// Start over: empty the run directory first (only a run of the same task is emptied).
     #[arg(long)]
     pub restart: bool,
-    /// Let the Python sandbox reach the network (code-acting tools; off by default).
+    /// Train with code tools even where the sandbox cannot isolate the network (without
+    /// it, such a run is refused).
     #[arg(long)]
     pub allow_network: bool,
 }
