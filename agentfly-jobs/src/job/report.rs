@@ -126,6 +126,7 @@ pub fn write(job: &Job) -> Result<PathBuf, JobError> {
         &evals,
         &notes,
         &comparisons,
+        items,
         &format!("test accuracy ({test} held-out {items})"),
     )?;
     report.training(&TrainingCurves {

@@ -35,12 +35,14 @@ impl Report {
     }
 
     /// The held-out section: the table, `notes` (one line each), the verdict of each
-    /// comparison, and the accuracy chart titled `chart_title`.
+    /// comparison (paired over the evaluated `items`, e.g. `games`), and the accuracy chart
+    /// titled `chart_title`.
     pub fn held_out(
         &mut self,
         evals: &[Eval],
         notes: &[String],
         comparisons: &[Comparison<'_>],
+        items: &str,
         chart_title: &str,
     ) -> Result<(), JobError> {
         self.md += "## Held-out test accuracy\n\n";
@@ -49,7 +51,7 @@ impl Report {
         for note in notes {
             let _ = writeln!(self.md, "- {note}");
         }
-        self.md += &held_out::verdicts(evals, comparisons);
+        self.md += &held_out::verdicts(evals, comparisons, items);
         self.md.push('\n');
         if !evals.is_empty() {
             held_out::chart(&self.dir.join("accuracy.png"), chart_title, evals)?;

@@ -1,6 +1,8 @@
 //! Evaluations of the held-out test split: one row each with its 95% Wilson interval, the
-//! verdicts (do two rows' intervals overlap?) and the accuracy chart.
+//! verdicts (do two rows' intervals overlap? what does the paired test say?) and the
+//! accuracy chart.
 
+use super::paired::Paired;
 use super::plots::{self, Proportion};
 use crate::JobError;
 use agentfly_trainer::run::EvalReport;
@@ -68,14 +70,19 @@ pub fn clearly_better(after: &EvalReport, before: &EvalReport) -> bool {
     after.interval.0 > before.interval.1
 }
 
-/// One line per comparison whose two evaluations are both there.
-pub fn verdicts(evals: &[Eval], comparisons: &[Comparison<'_>]) -> String {
+/// One line per comparison whose two evaluations are both there: the two rows, whether
+/// their intervals overlap, and, when both hold the same items' trajectories, the paired
+/// counts and the exact McNemar test ([`Paired`]) on those `items`.
+pub fn verdicts(evals: &[Eval], comparisons: &[Comparison<'_>], items: &str) -> String {
     let mut s = String::new();
     for c in comparisons {
         if let (Some(a), Some(b)) = (find(evals, c.after), find(evals, c.before)) {
+            let paired = Paired::of(a, b)
+                .map(|p| format!("; {}", p.describe(items)))
+                .unwrap_or_default();
             let _ = writeln!(
                 s,
-                "- {}: {}/{} vs {}/{}; 95% intervals {:.3}–{:.3} vs {:.3}–{:.3}: {}.",
+                "- {}: {}/{} vs {}/{}; 95% intervals {:.3}–{:.3} vs {:.3}–{:.3}: {}{paired}.",
                 c.what,
                 a.correct,
                 a.samples,
@@ -160,11 +167,57 @@ pub(crate) mod tests {
         let v = verdicts(
             &evals,
             &[compare("final", "sft"), compare("final", "missing")],
+            "problems",
         );
         assert_eq!(v.lines().count(), 1, "{v}");
         assert!(v.contains("a clear gain"), "{v}");
+        // Without trajectories there is nothing to pair.
+        assert!(!v.contains("paired"), "{v}");
         let close = [eval("sft", "after SFT", 20), eval("final", "after RL", 26)];
-        let v = verdicts(&close, &[compare("final", "sft")]);
+        let v = verdicts(&close, &[compare("final", "sft")], "problems");
         assert!(v.contains("they overlap"), "{v}");
+    }
+
+    #[test]
+    fn overlapping_intervals_can_still_be_a_clear_paired_gain() {
+        use agentfly_core::Trajectory;
+        // 100 items: 20 solved before; after, those 20 and 12 more (a 32/100 row whose
+        // interval overlaps 20/100's), none lost: McNemar p = 2^-11.
+        let of = |solved: usize| {
+            let trajectories = (0..100)
+                .map(|i| Trajectory {
+                    sample_id: format!("game-{i}"),
+                    reward: Some(f32::from(u8::from(i < solved))),
+                    ..Trajectory::default()
+                })
+                .collect();
+            EvalReport::of(trajectories, Default::default())
+        };
+        let evals = [
+            Eval {
+                key: "sft".into(),
+                title: "after SFT".into(),
+                report: of(20),
+            },
+            Eval {
+                key: "final".into(),
+                title: "after RL".into(),
+                report: of(32),
+            },
+        ];
+        let compare = Comparison {
+            after: "final",
+            before: "sft",
+            what: "RL over SFT",
+        };
+        let v = verdicts(&evals, &[compare], "games");
+        assert!(v.contains("they overlap"), "{v}");
+        assert!(
+            v.contains(
+                "paired on the same 100 games: 12 gained, 0 lost, exact McNemar p = 0.00049, \
+                 a clear paired gain."
+            ),
+            "{v}"
+        );
     }
 }

@@ -97,6 +97,7 @@ fn comparison(jobs: &[(CallFormat, Job)]) -> Result<String, JobError> {
                 before: "sft",
                 what: &format!("{} format: RL over SFT", format.name()),
             }],
+            "questions",
         ));
     }
     let (test, families) = match jobs.first() {
@@ -111,7 +112,9 @@ fn comparison(jobs: &[(CallFormat, Job)]) -> Result<String, JobError> {
          Exact match (SQuAD normalisation) on the same {test} held-out questions; each format's \
          own report is in its directory.\n\n{}\n{verdicts}\n\
          ## By question family\n\n\
-         Exact matches per family of the test split, and the mean token F1 over all questions.\n\n\
+         Exact matches per family of the test split, and the mean token F1 over all questions; \
+         then each format's RL row against its SFT row on the same questions of each family \
+         (gained, lost, exact McNemar p).\n\n\
          {families}",
         crate::report::table(&rows)
     ))
@@ -120,6 +123,7 @@ fn comparison(jobs: &[(CallFormat, Job)]) -> Result<String, JobError> {
 /// Each evaluation's exact matches per question family (the test samples' `family`, in
 /// their order of first appearance) and its mean token F1 (the reward's `f1` metric).
 fn by_family(rows: &[Eval], test: &[agentfly_core::Sample]) -> String {
+    use crate::report::paired::{Paired, format_p};
     use std::collections::HashMap;
     use std::fmt::Write;
     let family_of: HashMap<&str, &str> = test
@@ -161,6 +165,32 @@ fn by_family(rows: &[Eval], test: &[agentfly_core::Sample]) -> String {
         };
         let _ = writeln!(out, "| {} | {} | {f1} |", e.title, cells.join(" | "));
     }
+    // Each RL row paired with the SFT row of its format, family by family.
+    for after in rows.iter().filter(|e| e.key.ends_with("-final")) {
+        let prefix = after.key.trim_end_matches("final");
+        let Some(before) = rows.iter().find(|e| e.key == format!("{prefix}sft")) else {
+            continue;
+        };
+        let cells: Vec<String> = families
+            .iter()
+            .map(|f| {
+                let of_family = |id: &str| family_of.get(id) == Some(f);
+                match Paired::of_items(&after.report, &before.report, of_family) {
+                    Some(p) => format!("+{} −{}, p = {}", p.gained, p.lost, format_p(p.p)),
+                    None => "—".into(),
+                }
+            })
+            .collect();
+        let all = Paired::of(&after.report, &before.report)
+            .map(|p| format!("all: +{} −{}, p = {}", p.gained, p.lost, format_p(p.p)))
+            .unwrap_or_else(|| "—".into());
+        let _ = writeln!(
+            out,
+            "| {} against SFT, paired | {} | {all} |",
+            after.title,
+            cells.join(" | ")
+        );
+    }
     out
 }
 
@@ -194,18 +224,40 @@ mod tests {
             answered("q2", false, 0.0),
         ];
         let report = EvalReport::of(trajectories, Default::default());
-        let rows = [Eval {
-            key: "sft".into(),
-            title: "after SFT".into(),
-            report,
-        }];
+        let after = EvalReport::of(
+            vec![
+                answered("q0", false, 0.0),
+                answered("q1", true, 1.0),
+                answered("q2", true, 1.0),
+            ],
+            Default::default(),
+        );
+        let rows = [
+            Eval {
+                key: "code-sft".into(),
+                title: "code: after SFT".into(),
+                report,
+            },
+            Eval {
+                key: "code-final".into(),
+                title: "code: after RL".into(),
+                report: after,
+            },
+        ];
         let table = by_family(&rows, &test);
         assert!(
             table.starts_with("| policy | named | masked | token F1 |"),
             "{table}"
         );
         assert!(
-            table.contains("| after SFT | 1/2 | 0/1 | 0.500 |"),
+            table.contains("| code: after SFT | 1/2 | 0/1 | 0.500 |"),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "| code: after RL against SFT, paired | +1 −1, p = 1.00 | +1 −0, p = 1.00 | \
+                 all: +2 −1, p = 1.00 |"
+            ),
             "{table}"
         );
     }
