@@ -94,6 +94,7 @@ fn splits_are_deterministic_disjoint_and_mixed() {
             Family::TitleFromDescription => {
                 assert_eq!(q.answer, q.article);
             }
+            natural => panic!("{natural:?} asked without Questions::Natural: {q:?}"),
         }
     }
     for family in Family::WIDE {

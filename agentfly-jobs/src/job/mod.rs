@@ -74,6 +74,18 @@ impl Job {
         args: &RunArgs,
         out: Option<PathBuf>,
     ) -> Result<Self, JobError> {
+        Self::prepare_task_with(task, args, out, |_| {})
+    }
+
+    /// [`prepare_task`](Self::prepare_task) with the preset's settings changed by `edit`
+    /// (a job's own option, such as the wiki's questions) before anything is compared or
+    /// written.
+    pub fn prepare_task_with(
+        task: Task,
+        args: &RunArgs,
+        out: Option<PathBuf>,
+        edit: impl FnOnce(&mut Settings),
+    ) -> Result<Self, JobError> {
         let dir = out.unwrap_or_else(|| Settings::default_dir_of(task, args));
         let model = match &args.model {
             Some(m) => m.clone(),
@@ -90,11 +102,12 @@ impl Job {
             )));
         }
         let model = model.canonicalize().map_err(JobError::io(&model))?;
-        let settings = match task {
+        let mut settings = match task {
             Task::Calculator => Settings::from_args(args, model),
             Task::WikiQa(format) => Settings::wiki_qa(args, model, format),
             Task::TextWorld => Settings::textworld(args, model),
         };
+        edit(&mut settings);
         // Before anything is written: a device this build cannot use would otherwise leave
         // settings.json behind, and the corrected command would be refused as a rerun with
         // other settings.
@@ -110,7 +123,12 @@ impl Job {
         if let Some(isolation) = isolation {
             run.write(SANDBOX_FILE, &to_json(&isolation)?)?;
         }
-        task.write_data(settings.data_seed, settings.sizes(), &run.path("data"))?;
+        task.write_data(
+            settings.data_seed,
+            settings.sizes(),
+            settings.questions,
+            &run.path("data"),
+        )?;
         let job = Self {
             spec: settings.task_spec(&run.path("data"))?,
             run,

@@ -8,6 +8,7 @@ use agentfly_core::rl::Estimator;
 use agentfly_engine::server::LlamaServerConfig;
 use agentfly_model::model::LoraConfig;
 use agentfly_tools::tasks::arithmetic::SplitSizes;
+use agentfly_tools::tasks::wiki_qa::Questions;
 use agentfly_trainer::run::{
     AgentSection, AlgorithmSection, DataSection, EvalSection, McpServerConfig, ModelSection,
     OutputSection, RolloutSection, RowShape, SftSection, TrainSection, TrainerConfig,
@@ -91,6 +92,15 @@ pub struct Settings {
     /// MCP servers whose tools join the task's (`--mcp`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp: Vec<McpServerConfig>,
+    /// The wiki's questions: the template families, or with the natural ones too
+    /// (`agentfly wiki-qa --questions natural`).
+    #[serde(default, skip_serializing_if = "is_templates")]
+    pub questions: Questions,
+}
+
+/// The default questions (left out of `settings.json`, so files from before still match).
+fn is_templates(questions: &Questions) -> bool {
+    *questions == Questions::Templates
 }
 
 /// Is a weight 0 (left out of `settings.json`, so files from before it still match)?
@@ -132,6 +142,7 @@ impl Settings {
             bf16: args.bf16,
             rows: RowShape::Trajectory,
             mcp: args.mcp.clone(),
+            questions: Questions::Templates,
         };
         if args.full {
             s = Self {

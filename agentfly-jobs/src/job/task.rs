@@ -9,7 +9,7 @@ use agentfly_core::rollout::ChainConfig;
 use agentfly_envs::wiki::{CORPUS_FILE, DEFAULT_CORPUS};
 use agentfly_tools::tasks::SPLIT_NAMES;
 use agentfly_tools::tasks::arithmetic::{self, SplitSizes, check_disjoint};
-use agentfly_tools::tasks::wiki_qa::{self, DemoFormat, check_articles_disjoint};
+use agentfly_tools::tasks::wiki_qa::{self, DemoFormat, Questions, check_articles_disjoint};
 use agentfly_trainer::run::RolloutSection;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -279,9 +279,16 @@ impl Task {
         Ok(())
     }
 
-    /// Writes the splits of `seed` with `sizes` into `dir` when they are not all there, then reads them back and
-    /// checks them disjoint (by question; for the wiki also by source article).
-    pub fn write_data(self, seed: u64, sizes: SplitSizes, dir: &Path) -> Result<(), JobError> {
+    /// Writes the splits of `seed` with `sizes` into `dir` when they are not all there (the
+    /// wiki's asking `questions`), then reads them back and checks them disjoint (by
+    /// question; for the wiki also by source article).
+    pub fn write_data(
+        self,
+        seed: u64,
+        sizes: SplitSizes,
+        questions: Questions,
+        dir: &Path,
+    ) -> Result<(), JobError> {
         let file = |name: &str| dir.join(format!("{name}.jsonl"));
         if SPLIT_NAMES.iter().any(|s| !file(s).exists()) {
             let state = |e: &dyn std::fmt::Display| JobError::State(e.to_string());
@@ -299,7 +306,7 @@ impl Task {
                         CallFormat::Hermes => DemoFormat::Hermes,
                         CallFormat::Code => DemoFormat::Code,
                     };
-                    wiki_qa::splits(&index, seed, sizes)
+                    wiki_qa::splits_with(&index, seed, sizes, questions)
                         .map_err(|e| state(&e))?
                         .write(dir, &index, demo_format)?;
                 }

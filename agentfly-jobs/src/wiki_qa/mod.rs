@@ -10,6 +10,7 @@ use crate::calculator::options::RunArgs;
 use crate::job::{CallFormat, Job, Settings, Task, pipeline};
 use crate::report::Eval;
 use crate::run_dir::read_json;
+use agentfly_tools::tasks::wiki_qa::Questions;
 use agentfly_trainer::run::{EvalReport, RowShape, correct_of};
 
 /// Where a format's turn-rows variant runs, inside its directory.
@@ -26,17 +27,58 @@ pub struct Args {
     /// The call formats to train, in this order (default: both).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [CallFormat::Hermes, CallFormat::Code])]
     pub format: Vec<CallFormat>,
+    /// The questions: `templates` (the default: a year blanked in an article's sentence, a
+    /// title from a description) or `natural` (those and questions as people ask them —
+    /// who made a work, a country's capital, the country a place is in — which the test
+    /// split also asks in words no other split uses; run in `target/runs/wiki-qa-natural`).
+    #[arg(long, value_enum, default_value_t = QuestionSet::Templates)]
+    pub questions: QuestionSet,
     /// The run's options (`--out DIR` holds one directory per format).
     #[command(flatten)]
     pub run: RunArgs,
 }
 
+/// The question sets of `--questions`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuestionSet {
+    /// The template families.
+    Templates,
+    /// The template and the natural families.
+    Natural,
+}
+
+impl QuestionSet {
+    fn questions(self) -> Questions {
+        match self {
+            Self::Templates => Questions::Templates,
+            Self::Natural => Questions::Natural,
+        }
+    }
+}
+
 /// Runs every format's pipeline (each resumable), then writes the comparison.
 pub fn run(args: &Args) -> Result<(), JobError> {
+    let questions = args.questions.questions();
+    // One directory per format under `--out`, else under the preset's directory.
+    let parent = match &args.run.out {
+        Some(out) => out.clone(),
+        None => {
+            let dir = Settings::default_dir_of(Task::WikiQa(CallFormat::Hermes), &args.run)
+                .parent()
+                .map(PathBuf::from)
+                .unwrap_or_default();
+            match questions {
+                Questions::Templates => dir,
+                Questions::Natural => PathBuf::from(format!("{}-natural", dir.display())),
+            }
+        }
+    };
     let mut jobs = Vec::new();
     for &format in &args.format {
-        let out = args.run.out.as_ref().map(|o| o.join(format.name()));
-        let job = Job::prepare_task(Task::WikiQa(format), &args.run, out)?;
+        let out = Some(parent.join(format.name()));
+        let job = Job::prepare_task_with(Task::WikiQa(format), &args.run, out, |s| {
+            s.questions = questions;
+        })?;
         // The closed book has no call format: the formats after the first take its
         // evaluation from the one before (the same prompts, token for token).
         pipeline::run_beside(&job, jobs.last().map(|(_, j): &(CallFormat, Job)| j))?;
@@ -54,13 +96,6 @@ pub fn run(args: &Args) -> Result<(), JobError> {
         }
         jobs.push((format, job));
     }
-    let parent = match &args.run.out {
-        Some(out) => out.clone(),
-        None => Settings::default_dir_of(Task::WikiQa(CallFormat::Hermes), &args.run)
-            .parent()
-            .map(PathBuf::from)
-            .unwrap_or_default(),
-    };
     let md = comparison(&jobs)?;
     let path = parent.join("COMPARISON.md");
     crate::run_dir::write(&path, &md)?;

@@ -215,3 +215,20 @@ fn an_mcp_line_that_cannot_be_a_server_is_refused_with_the_reason() {
         assert!(error.contains(reason), "{line}: {error}");
     }
 }
+
+#[test]
+fn the_wiki_questions_are_recorded_only_when_natural_so_earlier_runs_still_match() {
+    let templates = Settings::wiki_qa(&settings_args(&[]), "/m.gguf".into(), CallFormat::Code);
+    let json = serde_json::to_value(&templates).unwrap();
+    assert!(json.get("questions").is_none(), "{json}");
+    let natural = Settings {
+        questions: Questions::Natural,
+        ..templates.clone()
+    };
+    let json = serde_json::to_value(&natural).unwrap();
+    assert_eq!(json["questions"], "natural");
+    // Another question set is another run.
+    let read: Settings = serde_json::from_value(json).unwrap();
+    assert_eq!(read, natural);
+    assert_ne!(read, templates);
+}

@@ -7,6 +7,10 @@
 //! | [`Family::YearUntitled`] | the same with the title's words masked too | the year | `search`, then read |
 //! | [`Family::TitleFromDescription`] | Wikipedia's short description of an article | its title | `search`, choose |
 //! | [`Family::YearDescribed`] (demonstrations only) | the untitled sentence, its article described | the year | `search`, `retrieve`, read |
+//! | [`Family::Creator`] ([`Questions::Natural`]) | "Who directed 2001: A Space Odyssey?" | a person | `retrieve`, read |
+//! | [`Family::Capital`] ([`Questions::Natural`]) | "What is the capital of Cambodia?" | a city | `retrieve` or `search`, read |
+//! | [`Family::Country`] ([`Questions::Natural`]) | "In which country is Angkor Wat?" | a country | `retrieve`, read |
+//! | [`Family::CreatorRephrased`], [`Family::CapitalRephrased`], [`Family::CountryRephrased`] (test only) | the same asked in words no other split uses | | |
 //!
 //! Articles are split first (test, validation, train: disjoint by source article), then
 //! each split's questions are drawn from its own articles, one question per article,
@@ -17,19 +21,22 @@
 //! description, retrieve the first result, read). The answer never appears in its
 //! question (checked as each one is made). A summary's year is used only where it occurs
 //! once in the summary and the sentence holds no other year, so the blank has one answer.
+//! The natural families ([`natural`]) are asked only with [`Questions::Natural`]; the
+//! default [`splits`] are the template families alone, as they always were.
+
+pub mod natural;
+mod write;
+
+pub use write::{DemoFormat, SharedArticle, check_articles_disjoint};
 
 use super::arithmetic::{Exhausted, SplitSizes, normalise};
-use crate::wiki::{article_text, search_text};
-use agentfly_core::Sample;
-use agentfly_core::data::DataError;
 use agentfly_envs::wiki::{Article, Corpus, WikiIndex, title_key};
+use natural::{Ask, Known};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
 
 /// The form of a question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -46,6 +53,18 @@ pub enum Family {
     /// masked) — the warm-start's second form, where the description, searched, finds
     /// the article first. Never in the held-out splits.
     YearDescribed,
+    /// Who made the named work ("Who directed …?", "Who wrote …?"), from its description.
+    Creator,
+    /// The named country's capital, from the country's summary or the capital's description.
+    Capital,
+    /// The country the named place is in, from its description.
+    Country,
+    /// [`Family::Creator`] in words the training split never uses (test only).
+    CreatorRephrased,
+    /// [`Family::Capital`] in words the training split never uses (test only).
+    CapitalRephrased,
+    /// [`Family::Country`] in words the training split never uses (test only).
+    CountryRephrased,
 }
 
 impl Family {
@@ -55,6 +74,39 @@ impl Family {
         Family::YearUntitled,
         Family::TitleFromDescription,
     ];
+    /// The natural families in their trained phrasing.
+    pub const NATURAL: [Family; 3] = [Family::Creator, Family::Capital, Family::Country];
+    /// The natural families in the test split's own phrasing.
+    pub const REPHRASED: [Family; 3] = [
+        Family::CreatorRephrased,
+        Family::CapitalRephrased,
+        Family::CountryRephrased,
+    ];
+
+    /// A natural family's kind of answer, and whether it is the held-out phrasing.
+    fn natural(self) -> Option<(Ask, bool)> {
+        Some(match self {
+            Self::Creator => (Ask::Creator, false),
+            Self::Capital => (Ask::Capital, false),
+            Self::Country => (Ask::Country, false),
+            Self::CreatorRephrased => (Ask::Creator, true),
+            Self::CapitalRephrased => (Ask::Capital, true),
+            Self::CountryRephrased => (Ask::Country, true),
+            _ => return None,
+        })
+    }
+}
+
+/// Which questions the splits ask.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Questions {
+    /// The template families ([`Family::WIDE`]) in every split.
+    #[default]
+    Templates,
+    /// The template families and the natural ones ([`Family::NATURAL`]) in every split,
+    /// and the natural ones rephrased ([`Family::REPHRASED`]) in the test split too.
+    Natural,
 }
 
 /// One question about one article.
@@ -225,7 +277,12 @@ fn masked_description(article: &Article) -> Option<String> {
 }
 
 /// The question of `family` about `article`, when the article allows one.
-fn question(article: &Article, family: Family, rng: &mut ChaCha8Rng) -> Option<Question> {
+fn question(
+    article: &Article,
+    family: Family,
+    known: &Known,
+    rng: &mut ChaCha8Rng,
+) -> Option<Question> {
     let (question, answer) = match family {
         Family::YearTitled => {
             let (sentence, year) = year_sentence(article, rng)?;
@@ -265,6 +322,10 @@ fn question(article: &Article, family: Family, rng: &mut ChaCha8Rng) -> Option<Q
                 article.title.clone(),
             )
         }
+        natural_family => {
+            let (ask, rephrased) = natural_family.natural()?;
+            natural::question(article, ask, rephrased, known)?
+        }
     };
     (!gives_away(&question, &answer)).then(|| Question {
         id: String::new(),
@@ -290,6 +351,7 @@ fn draw(
     n: usize,
     families: &[Family],
     prefix: &str,
+    known: &Known,
     rng: &mut ChaCha8Rng,
     taken: &mut HashSet<String>,
     keep: &dyn Fn(&Question) -> bool,
@@ -301,7 +363,9 @@ fn draw(
             articles
                 .iter()
                 .copied()
-                .filter(|&i| question(&corpus.articles()[i], family, &mut rng.clone()).is_some())
+                .filter(|&i| {
+                    question(&corpus.articles()[i], family, known, &mut rng.clone()).is_some()
+                })
                 .collect()
         })
         .collect();
@@ -325,7 +389,7 @@ fn draw(
             continue;
         };
         used.insert(article);
-        let Some(mut q) = question(&corpus.articles()[article], families[k], rng) else {
+        let Some(mut q) = question(&corpus.articles()[article], families[k], known, rng) else {
             continue;
         };
         if !keep(&q) {
@@ -358,7 +422,28 @@ pub const TEST_DRAWN_FIRST: usize = 150;
 /// [`TEST_DRAWN_FIRST`] are drawn last. An error when a split asks for more questions than
 /// its articles allow.
 pub fn splits(index: &WikiIndex, seed: u64, sizes: SplitSizes) -> Result<Splits, Exhausted> {
+    splits_with(index, seed, sizes, Questions::Templates)
+}
+
+/// [`splits`] asking `questions`: with [`Questions::Natural`] the natural families join
+/// the template ones in every split (the demonstrations keep their two narrow forms), and
+/// the test split also asks them in its own words.
+pub fn splits_with(
+    index: &WikiIndex,
+    seed: u64,
+    sizes: SplitSizes,
+    questions: Questions,
+) -> Result<Splits, Exhausted> {
     let corpus = index.corpus();
+    let known = Known::of(corpus);
+    let (families, test_families): (Vec<Family>, Vec<Family>) = match questions {
+        Questions::Templates => (Family::WIDE.to_vec(), Family::WIDE.to_vec()),
+        Questions::Natural => {
+            let families = [&Family::WIDE[..], &Family::NATURAL[..]].concat();
+            let test = [&families[..], &Family::REPHRASED[..]].concat();
+            (families, test)
+        }
+    };
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0031_719a);
     let mut order: Vec<usize> = (0..corpus.len()).collect();
     order.shuffle(&mut rng);
@@ -371,8 +456,9 @@ pub fn splits(index: &WikiIndex, seed: u64, sizes: SplitSizes) -> Result<Splits,
         corpus,
         &mut test_articles,
         sizes.test.min(TEST_DRAWN_FIRST),
-        &Family::WIDE,
+        &test_families,
         "test",
+        &known,
         &mut rng,
         &mut taken,
         &|_| true,
@@ -381,8 +467,9 @@ pub fn splits(index: &WikiIndex, seed: u64, sizes: SplitSizes) -> Result<Splits,
         corpus,
         &mut val_articles,
         sizes.val,
-        &Family::WIDE,
+        &families,
         "val",
+        &known,
         &mut rng,
         &mut taken,
         &|_| true,
@@ -401,6 +488,7 @@ pub fn splits(index: &WikiIndex, seed: u64, sizes: SplitSizes) -> Result<Splits,
         sizes.demos,
         &[Family::YearTitled, Family::YearDescribed],
         "demo",
+        &known,
         &mut rng,
         &mut taken,
         &found_first,
@@ -409,8 +497,9 @@ pub fn splits(index: &WikiIndex, seed: u64, sizes: SplitSizes) -> Result<Splits,
         corpus,
         &mut train_articles,
         sizes.train,
-        &Family::WIDE,
+        &families,
         "train",
+        &known,
         &mut rng,
         &mut taken,
         &|_| true,
@@ -422,8 +511,9 @@ pub fn splits(index: &WikiIndex, seed: u64, sizes: SplitSizes) -> Result<Splits,
             corpus,
             &mut held_out,
             sizes.test - test.len(),
-            &Family::WIDE,
+            &test_families,
             "test",
+            &known,
             &mut rng,
             &mut taken,
             &|_| true,
@@ -444,145 +534,4 @@ pub fn splits(index: &WikiIndex, seed: u64, sizes: SplitSizes) -> Result<Splits,
         test,
         demos,
     })
-}
-
-/// How a demonstration writes its calls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DemoFormat {
-    /// `<tool_call>{"name": ..., "arguments": ...}</tool_call>` (Hermes).
-    Hermes,
-    /// A fenced Python block that calls the tools as functions (code-as-action).
-    Code,
-}
-
-impl Question {
-    /// As a dataset sample: `question`, `answer` (what the SQuAD rewards read), `family`
-    /// and `article`.
-    pub fn sample(&self) -> Sample {
-        Sample::new(
-            self.id.clone(),
-            json!({
-                "question": self.question,
-                "answer": self.answer,
-                "family": self.family,
-                "article": self.article,
-            }),
-        )
-    }
-
-    /// As a demonstration in `format`, each tool's output what the real tool returns on
-    /// `index`: for a named article, retrieve it, read, submit the year; for a described
-    /// one, search its description, retrieve the first result, read, submit. `None` when
-    /// the article is not in `index`'s corpus.
-    pub fn demonstration(&self, index: &WikiIndex, format: DemoFormat) -> Option<Sample> {
-        let article = index.corpus().get(&self.article)?;
-        // Each call: the tool, its one parameter and that parameter's value, its output.
-        let mut calls = Vec::new();
-        if self.family == Family::YearDescribed {
-            let query = masked_description(article)?;
-            let found = search_text(index, &query, None).ok()?;
-            calls.push(("search", "query", query, found));
-        }
-        calls.push((
-            "retrieve",
-            "title",
-            self.article.clone(),
-            article_text(article),
-        ));
-        let mut messages = vec![json!({"role": "user", "content": self.question})];
-        for (name, parameter, value, output) in calls {
-            let (call, tool) = match format {
-                DemoFormat::Hermes => (hermes_call(name, &json!({ parameter: value })), name),
-                DemoFormat::Code => {
-                    let literal = serde_json::to_string(&value).expect("a string");
-                    (
-                        code_cell(&format!("print({name}({literal}))")),
-                        "code_interpreter",
-                    )
-                }
-            };
-            messages.push(json!({"role": "assistant", "content": call}));
-            messages.push(json!({"role": "tool", "name": tool, "content": output}));
-        }
-        let submit = match format {
-            DemoFormat::Hermes => hermes_call("submit_answer", &json!({"answer": self.answer})),
-            DemoFormat::Code => {
-                let answer = serde_json::to_string(&self.answer).expect("a string");
-                code_cell(&format!("submit_answer({answer})"))
-            }
-        };
-        messages.push(json!({"role": "assistant", "content": submit}));
-        Some(Sample::new(
-            self.id.clone(),
-            json!({"messages": messages, "answer": self.answer, "article": self.article}),
-        ))
-    }
-}
-
-/// A Hermes tool call.
-fn hermes_call(name: &str, arguments: &serde_json::Value) -> String {
-    format!(
-        "<tool_call>\n{}\n</tool_call>",
-        json!({"name": name, "arguments": arguments})
-    )
-}
-
-/// A fenced Python cell.
-fn code_cell(body: &str) -> String {
-    format!("```python\n{body}\n```")
-}
-
-impl Splits {
-    /// Writes each split into `dir` as JSON Lines (the demonstrations in `format`, their
-    /// tools' output read from `index`); returns each file's sample count and path.
-    pub fn write(
-        &self,
-        dir: &Path,
-        index: &WikiIndex,
-        format: DemoFormat,
-    ) -> Result<Vec<(usize, PathBuf)>, DataError> {
-        let samples = |questions: &[Question]| questions.iter().map(Question::sample).collect();
-        let demos = self
-            .demos
-            .iter()
-            .map(|q| q.demonstration(index, format).unwrap_or_else(|| q.sample()))
-            .collect();
-        super::write_splits(
-            dir,
-            &[
-                ("train", samples(&self.train)),
-                ("val", samples(&self.val)),
-                ("test", samples(&self.test)),
-                ("demos", demos),
-            ],
-        )
-    }
-}
-
-/// Two splits share a source article.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "splits `{first}` and `{second}` both ask about the article \"{article}\": train, validation and test must be disjoint by article"
-)]
-pub struct SharedArticle {
-    /// The first split's name.
-    pub first: String,
-    /// The second split's name.
-    pub second: String,
-    /// The shared article.
-    pub article: String,
-}
-
-/// Checks that no source article (a sample's `article` field) is asked about in two of the
-/// named splits.
-pub fn check_articles_disjoint(splits: &[(&str, &[Sample])]) -> Result<(), SharedArticle> {
-    let article = |s: &Sample| s.field("article")?.as_str().map(str::to_string);
-    match super::first_shared(splits, article) {
-        None => Ok(()),
-        Some(shared) => Err(SharedArticle {
-            first: shared.first,
-            second: shared.second,
-            article: shared.key,
-        }),
-    }
 }
