@@ -92,7 +92,7 @@ impl Task {
         let splits = wiki_qa::splits(&index, 0, sizes).expect("questions");
         let shot = &splits.demos[0];
         let demo = shot
-            .demonstration(&index, wiki_qa::DemoFormat::Hermes)
+            .demonstration(&index, wiki_qa::write::DemoFormat::Hermes)
             .expect("the article is in the corpus");
         let mut shot_messages = demo.field("messages").unwrap().as_array().unwrap().clone();
         shot_messages.push(json!({"role": "tool", "name": "submit_answer", "content": format!("Answer submitted: {}", shot.answer)}));

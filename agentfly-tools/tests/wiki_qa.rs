@@ -6,7 +6,8 @@ use agentfly_core::Toolbox;
 use agentfly_core::data::read_jsonl;
 use agentfly_envs::wiki::{Corpus, WikiIndex};
 use agentfly_tools::tasks::arithmetic::{SplitSizes, check_disjoint};
-use agentfly_tools::tasks::wiki_qa::{DemoFormat, Family, Splits, check_articles_disjoint, splits};
+use agentfly_tools::tasks::wiki_qa::write::{DemoFormat, check_articles_disjoint};
+use agentfly_tools::tasks::wiki_qa::{Family, Splits, splits};
 use std::sync::{Arc, OnceLock};
 
 const SIZES: SplitSizes = SplitSizes {

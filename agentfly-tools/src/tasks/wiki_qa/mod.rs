@@ -25,9 +25,7 @@
 //! default [`splits`] are the template families alone, as they always were.
 
 pub mod natural;
-mod write;
-
-pub use write::{DemoFormat, SharedArticle, check_articles_disjoint};
+pub mod write;
 
 use super::arithmetic::{Exhausted, SplitSizes, normalise};
 use agentfly_envs::wiki::{Article, Corpus, WikiIndex, title_key};
