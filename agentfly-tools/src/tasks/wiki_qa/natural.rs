@@ -3,7 +3,7 @@
 //! article's short description or summary and kept only where the answer is written,
 //! word for word, in the article's summary, so reading the article answers it. Each family
 //! has a phrasing the training split uses and a second one only the test split asks in
-//! ([`super::Family::rephrased`]), to see whether what RL taught carries over to words it
+//! ([`super::Family::REPHRASED`]), to see whether what RL taught carries over to words it
 //! never saw.
 
 use agentfly_envs::wiki::{Article, Corpus};
