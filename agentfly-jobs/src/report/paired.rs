@@ -84,6 +84,11 @@ impl Paired {
         self.lost > self.gained && self.p < CLEAR_P
     }
 
+    /// The short form a table cell gives it: `+12 −3, p = 0.035`.
+    pub fn counts(&self) -> String {
+        format!("+{} −{}, p = {}", self.gained, self.lost, format_p(self.p))
+    }
+
     /// The sentence a verdict gives it, e.g. `paired on the same 100 items: 12 gained, 3
     /// lost, exact McNemar p = 0.035, not clear at p < 0.01`.
     pub fn describe(&self, items: &str) -> String {
@@ -214,6 +219,7 @@ mod tests {
         assert!(paired.clear_gain(), "{paired:?}");
         assert!(Paired::of(&before, &after).unwrap().clear_loss());
         assert_eq!(format_p(paired.p), "0.0039");
+        assert_eq!(paired.counts(), "+9 −0, p = 0.0039");
         assert_eq!(format_p(0.2), "0.20");
         assert_eq!(format_p(1e-9), "< 1e-6");
     }

@@ -158,7 +158,7 @@ fn comparison(jobs: &[(CallFormat, Job)]) -> Result<String, JobError> {
 /// Each evaluation's exact matches per question family (the test samples' `family`, in
 /// their order of first appearance) and its mean token F1 (the reward's `f1` metric).
 fn by_family(rows: &[Eval], test: &[agentfly_core::Sample]) -> String {
-    use crate::report::paired::{Paired, format_p};
+    use crate::report::paired::Paired;
     use std::collections::HashMap;
     use std::fmt::Write;
     let family_of: HashMap<&str, &str> = test
@@ -211,13 +211,13 @@ fn by_family(rows: &[Eval], test: &[agentfly_core::Sample]) -> String {
             .map(|f| {
                 let of_family = |id: &str| family_of.get(id) == Some(f);
                 match Paired::of_items(&after.report, &before.report, of_family) {
-                    Some(p) => format!("+{} −{}, p = {}", p.gained, p.lost, format_p(p.p)),
+                    Some(p) => p.counts(),
                     None => "—".into(),
                 }
             })
             .collect();
         let all = Paired::of(&after.report, &before.report)
-            .map(|p| format!("all: +{} −{}, p = {}", p.gained, p.lost, format_p(p.p)))
+            .map(|p| format!("all: {}", p.counts()))
             .unwrap_or_else(|| "—".into());
         let _ = writeln!(
             out,

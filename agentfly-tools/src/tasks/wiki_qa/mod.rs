@@ -66,7 +66,7 @@ pub enum Family {
 }
 
 impl Family {
-    /// Every family: the wide mix of the RL and test splits.
+    /// The template families: the wide mix of the RL and test splits.
     pub const WIDE: [Family; 3] = [
         Family::YearTitled,
         Family::YearUntitled,
