@@ -1,14 +1,17 @@
 //! One RL update on real trajectories, timed: the rows of an evaluation file written by a
 //! job (`evals/final.json`: each trajectory's tokens and loss mask), the first `rows` of them
 //! with ±1 advantages, updated as a run's trainer does (GRPO's single optimizer step, the
-//! training device with its checkpointing): without sharing the rows' common prefix, with
-//! it (the default), and with it and the reference model's pass that `train.track_kl` adds.
+//! training device with its checkpointing): each micro-batch's rows padded to the longest
+//! or packed end to end (the default), without sharing the rows' common prefix and with it
+//! (the default), and the default with the reference model's pass that `train.track_kl`
+//! adds. The variants take turns, run by run, so that a busy machine slows them alike.
 //! With `BF16=1`, as `[model] bf16` trains: the products in bf16 on AMX, the weights dithered.
 //! `cargo run --release -p agentfly-trainer --example rl_update_profile -- target/runs/wiki-qa-r4/code/evals/final.json 40 2`
 
 use agentfly_model::Pretrained;
 use agentfly_trainer::train::{
-    Actor, OptimConfig, PolicyRow, Reference, TrainSection, policy_update, share_prefixes,
+    Actor, OptimConfig, PolicyRow, Reference, TrainSection, pack_rows, policy_update,
+    share_prefixes,
 };
 use std::time::Instant;
 
@@ -74,13 +77,22 @@ fn main() {
         ..OptimConfig::default()
     };
     let mut actor = Actor::new(model.decoder.clone(), model.rope.clone(), config, 100);
-    for (share, with_reference) in [(false, false), (true, false), (true, true)] {
-        share_prefixes(share);
-        let section = TrainSection {
-            track_kl: with_reference,
-            ..section.clone()
-        };
-        for run in 0..runs {
+    let variants = [
+        (false, false, false),
+        (false, true, false),
+        (true, false, false),
+        (true, true, false),
+        (true, true, true),
+    ];
+    let mut seconds = vec![Vec::new(); variants.len()];
+    for run in 0..runs {
+        for (v, &(share, pack, with_reference)) in variants.iter().enumerate() {
+            share_prefixes(share);
+            pack_rows(pack);
+            let section = TrainSection {
+                track_kl: with_reference,
+                ..section.clone()
+            };
             let start = Instant::now();
             let report = policy_update(
                 &mut actor,
@@ -92,12 +104,23 @@ fn main() {
             );
             let _ = actor.decoder().norm.weight.val().into_data();
             let took = start.elapsed().as_secs_f64();
+            seconds[v].push(took);
             println!(
-                "shared prefix {share}, reference {with_reference}, run {run}: {took:.1} s, {:.0} tok/s ({} micro-batches, kl {:.2e})",
+                "shared prefix {share}, packed {pack}, reference {with_reference}, run {run}: {took:.1} s, {:.0} tok/s ({} micro-batches, {} computed positions of which {} padding, kl {:.2e})",
                 tokens as f64 / took,
                 report.micro_batches,
+                report.computed_tokens,
+                report.padded_tokens,
                 report.kl
             );
         }
+    }
+    println!("median seconds per update:");
+    for ((share, pack, with_reference), mut s) in variants.into_iter().zip(seconds) {
+        s.sort_by(f64::total_cmp);
+        println!(
+            "  shared prefix {share}, packed {pack}, reference {with_reference}: {:.2} s",
+            s[s.len() / 2]
+        );
     }
 }

@@ -448,8 +448,9 @@ fn a_policy_update_follows_the_advantages_and_micro_batching_does_not_change_it(
 fn micro_batches_respect_the_token_budget() {
     use agentfly_trainer::train::micro_batches;
     let groups = micro_batches(&[10, 3, 7, 7, 2], 20);
-    // Longest first: [10, 7] (2 × 10 = 20), then [7, 3] (2 × 7 = 14; adding 2 would make 3 × 7).
-    assert_eq!(groups, vec![vec![0, 2], vec![3, 1], vec![4]]);
+    // Longest first, the rows packed end to end: [10, 7] (17; another 7 would make 24),
+    // then [7, 3, 2] (12).
+    assert_eq!(groups, vec![vec![0, 2], vec![3, 1, 4]]);
     assert_eq!(
         micro_batches(&[50], 10),
         vec![vec![0]],

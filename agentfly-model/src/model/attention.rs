@@ -125,17 +125,48 @@ const ATTENTION_BLOCK: usize = 128;
 ///
 /// On the CPU, [`super::fused_attention`] does the same as one operation with its own
 /// backward pass; these blocks of Burn operations serve the other backends.
+///
+/// With `spans` (summing to `len`), the rows hold sequences laid end to end: a query row
+/// sees the prefix and its own run of positions up to itself
+/// ([`fused_attention::causal_spans`]).
 pub(super) fn causal_attention(
     q: Tensor<4>,
     k: Tensor<4>,
     v: Tensor<4>,
     group: usize,
     prefix: usize,
+    spans: Option<&[usize]>,
 ) -> Tensor<4> {
+    let whole = [q.dims()[2]];
+    let spans = spans.unwrap_or(&whole);
     if fused_attention::serves(&q.device()) {
-        return fused_attention::causal(q, k, v, group, prefix);
+        return fused_attention::causal_spans(q, k, v, group, prefix, spans);
     }
-    blocked(q, k, v, group, prefix)
+    if spans.len() == 1 {
+        return blocked(q, k, v, group, prefix);
+    }
+    // Other backends: each run on its own, after the prefix's keys and values.
+    let mut outs = Vec::with_capacity(spans.len());
+    let mut at = 0;
+    for &n in spans {
+        let own = |t: &Tensor<4>| {
+            let run = t.clone().narrow(2, prefix + at, n);
+            if prefix == 0 {
+                run
+            } else {
+                Tensor::cat(vec![t.clone().narrow(2, 0, prefix), run], 2)
+            }
+        };
+        outs.push(blocked(
+            q.clone().narrow(2, at, n),
+            own(&k),
+            own(&v),
+            group,
+            prefix,
+        ));
+        at += n;
+    }
+    Tensor::cat(outs, 2)
 }
 
 /// [`causal_attention`] in blocks of Burn operations.
@@ -221,7 +252,7 @@ mod tests {
         let k = Tensor::<4>::random([batch, kv, len, d], normal, &device);
         let v = Tensor::<4>::random([batch, kv, len, d], normal, &device);
         let want = reference(q.clone(), k.clone(), v.clone(), group);
-        let got = causal_attention(q, k, v, group, 0);
+        let got = causal_attention(q, k, v, group, 0, None);
         let diff = (got - want).abs().max().into_scalar::<f32>();
         assert!(diff < 1e-5, "largest difference {diff}");
     }
@@ -235,7 +266,7 @@ mod tests {
         let k = Tensor::<4>::random([batch, kv, prefix + len, d], normal, &device);
         let v = Tensor::<4>::random([batch, kv, prefix + len, d], normal, &device);
         let want = reference(q.clone(), k.clone(), v.clone(), group).narrow(2, prefix, len);
-        let got = causal_attention(q.narrow(2, prefix, len), k, v, group, prefix);
+        let got = causal_attention(q.narrow(2, prefix, len), k, v, group, prefix, None);
         let diff = (got - want).abs().max().into_scalar::<f32>();
         assert!(diff < 1e-5, "largest difference {diff}");
     }

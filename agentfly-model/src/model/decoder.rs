@@ -498,7 +498,7 @@ impl Attention {
             None => {
                 let (k, v) = (k.narrow(2, 0, valid), v.narrow(2, 0, valid));
                 if len > 1 && valid == len {
-                    causal_attention(q, k, v, group, 0)
+                    causal_attention(q, k, v, group, 0, None)
                 } else {
                     let options = AttentionModuleOptions {
                         scale: None,

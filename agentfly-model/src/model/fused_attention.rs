@@ -13,7 +13,10 @@
 
 #![allow(unsafe_code)] // The gemm crate's products take raw pointers.
 
-use super::vector::{attention_operands, contiguous, exp_shifted, zeros};
+use super::attention_blocks::{
+    BLOCK, Lse, causal_probabilities, product, row_major, softmax_backward, transposed, weigh,
+};
+use super::vector::{attention_operands, contiguous, zeros};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
@@ -22,11 +25,8 @@ use burn::backend::flex::{Flex, FlexTensor};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, Dispatch, DispatchDevice, backend_extension};
 use burn::tensor::{Device, Shape, Tensor};
-use gemm::Parallelism;
 use rayon::prelude::*;
-
-/// Query rows per block: a block's scores, `BLOCK × keys`, stay in the core's cache.
-pub(super) const BLOCK: usize = 64;
+use std::borrow::Cow;
 
 /// Whether the CPU operations run on `device` (this module's causal attention, and the
 /// projections' products, SwiGLU and the fused qkv attention, which share the test): a
@@ -45,25 +45,46 @@ pub fn serves(device: &Device) -> bool {
 /// # Panics
 /// Unless [`serves`] says yes for the tensors' device, or where the shapes disagree.
 pub fn causal(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, group: usize, prefix: usize) -> Tensor<4> {
+    let len = q.dims()[2];
+    causal_spans(q, k, v, group, prefix, &[len])
+}
+
+/// [`causal`] over sequences laid end to end: each row's `len` query rows (and the keys
+/// and values past the `prefix`) are runs of `spans` positions, and a query row sees the
+/// prefix and its own run up to itself, never another run — a packed pass over sequences
+/// of different lengths without padding.
+///
+/// # Panics
+/// As [`causal`], and where `spans` do not sum to `len` or one is empty.
+pub fn causal_spans(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    group: usize,
+    prefix: usize,
+    spans: &[usize],
+) -> Tensor<4> {
     Tensor::from_dispatch(<Dispatch as FusedAttention>::fused_causal_attention(
         q.into_dispatch(),
         k.into_dispatch(),
         v.into_dispatch(),
         group,
         prefix,
+        spans.to_vec(),
     ))
 }
 
 /// The extension: causal attention, differentiable.
 #[backend_extension(Flex, Autodiff)]
 pub trait FusedAttention: Backend {
-    /// See [`causal`].
+    /// See [`causal_spans`].
     fn fused_causal_attention(
         q: FloatTensor<Self>,
         k: FloatTensor<Self>,
         v: FloatTensor<Self>,
         group: usize,
         prefix: usize,
+        spans: Vec<usize>,
     ) -> FloatTensor<Self>;
 }
 
@@ -74,8 +95,12 @@ impl FusedAttention for Flex {
         v: FlexTensor,
         group: usize,
         prefix: usize,
+        spans: Vec<usize>,
     ) -> FlexTensor {
-        Operands::new(q, k, v, group, prefix).forward().0
+        Operands::new(q, k, v, group, prefix)
+            .with_spans(spans)
+            .forward()
+            .0
     }
 }
 
@@ -86,6 +111,7 @@ impl<C: CheckpointStrategy> FusedAttention for Autodiff<Flex, C> {
         v: FloatTensor<Self>,
         group: usize,
         prefix: usize,
+        spans: Vec<usize>,
     ) -> FloatTensor<Self> {
         match FusedAttentionBackward
             .prepare::<C>([q.node(), k.node(), v.node()])
@@ -99,7 +125,8 @@ impl<C: CheckpointStrategy> FusedAttention for Autodiff<Flex, C> {
                     v.primitive().clone(),
                     group,
                     prefix,
-                );
+                )
+                .with_spans(spans);
                 let (out, lse) = operands.forward();
                 prep.finish((operands, out.clone(), lse), out)
             }
@@ -109,6 +136,7 @@ impl<C: CheckpointStrategy> FusedAttention for Autodiff<Flex, C> {
                 v.into_primitive(),
                 group,
                 prefix,
+                spans,
             )),
         }
     }
@@ -134,14 +162,6 @@ impl Backward<Flex, 3> for FusedAttentionBackward {
     }
 }
 
-/// A block's query rows' log-sum-exp: computed by the forward pass, read by the backward.
-pub(super) enum Lse<'a> {
-    /// Unknown yet: [`Operands::probabilities`] writes it here.
-    Into(&'a mut [f32]),
-    /// Known: the probabilities are `exp(score − lse)`.
-    Known(&'a [f32]),
-}
-
 /// The three operands, contiguous, and their shape.
 #[derive(Debug, Clone)]
 pub(super) struct Operands {
@@ -154,122 +174,9 @@ pub(super) struct Operands {
     len: usize,
     prefix: usize,
     d: usize,
-}
-
-/// A matrix in a flat buffer: its first element and the steps between columns and rows
-/// (the gemm crate's order).
-#[derive(Clone, Copy)]
-struct Mat<T> {
-    ptr: T,
-    cs: isize,
-    rs: isize,
-}
-
-/// Row-major `[_, cols]` at `ptr`.
-fn row_major(ptr: *const f32, cols: usize) -> Mat<*const f32> {
-    Mat {
-        ptr,
-        cs: 1,
-        rs: cols as isize,
-    }
-}
-
-/// The transpose of row-major `[_, cols]` at `ptr`.
-fn transposed(ptr: *const f32, cols: usize) -> Mat<*const f32> {
-    Mat {
-        ptr,
-        cs: cols as isize,
-        rs: 1,
-    }
-}
-
-/// `dst (m × n, row-major) = [dst +] scale · a (m × k) · b (k × n)`, on this thread.
-///
-/// # Safety
-/// Every matrix lies within its buffer, and `dst` overlaps neither operand.
-#[allow(clippy::too_many_arguments)]
-unsafe fn product(
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: *mut f32,
-    accumulate: bool,
-    a: Mat<*const f32>,
-    b: Mat<*const f32>,
-    scale: f32,
-) {
-    // SAFETY: the caller's.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst,
-            1,
-            n as isize,
-            accumulate,
-            a.ptr,
-            a.cs,
-            a.rs,
-            b.ptr,
-            b.cs,
-            b.rs,
-            1.0,
-            scale,
-            false,
-            false,
-            false,
-            Parallelism::None,
-        );
-    }
-}
-
-/// `dst = scale · p · m`, or `dst += scale · pᵀ · m` when `transpose`: `p` is a block's
-/// `rows × seen` probabilities (or their gradient), `m` values, keys, queries or output
-/// gradients (`seen × d`, or `rows × d` when transposed), every matrix row-major.
-///
-/// # Safety
-/// As [`product`].
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn weigh(
-    rows: usize,
-    seen: usize,
-    d: usize,
-    transpose: bool,
-    dst: &mut [f32],
-    p: &[f32],
-    m: &[f32],
-    scale: f32,
-) {
-    let (n, inner) = if transpose {
-        (seen, rows)
-    } else {
-        (rows, seen)
-    };
-    // Checked always: the product below reads and writes through raw pointers, and the
-    // check costs nothing next to it.
-    assert!(
-        dst.len() >= n * d && p.len() >= rows * seen && m.len() >= inner * d,
-        "weigh: slices shorter than the product's {rows}×{seen}, {inner}×{d} operands"
-    );
-    let p = if transpose {
-        transposed(p.as_ptr(), seen)
-    } else {
-        row_major(p.as_ptr(), seen)
-    };
-    // SAFETY: the caller's.
-    unsafe {
-        product(
-            n,
-            d,
-            inner,
-            dst.as_mut_ptr(),
-            transpose,
-            p,
-            row_major(m.as_ptr(), d),
-            scale,
-        );
-    }
+    /// Runs of query rows that attend to the prefix and to themselves alone ([`Operands::with_spans`]);
+    /// `[len]` for one causal run per row.
+    spans: Vec<usize>,
 }
 
 impl Operands {
@@ -298,7 +205,25 @@ impl Operands {
             len,
             prefix,
             d,
+            spans: vec![len],
         }
+    }
+
+    /// The same operands with each row's queries and keys past the prefix cut into runs of
+    /// `spans` positions (summing to the rows' length), each attending to the prefix and to
+    /// itself alone: sequences laid end to end in one row, none seeing another.
+    ///
+    /// # Panics
+    /// Where the spans do not cover the rows' length, or one is empty.
+    pub(super) fn with_spans(mut self, spans: Vec<usize>) -> Self {
+        assert!(
+            spans.iter().sum::<usize>() == self.len
+                && (spans.len() == 1 || spans.iter().all(|&s| s > 0)),
+            "causal attention: spans {spans:?} do not cover {} positions",
+            self.len
+        );
+        self.spans = spans;
+        self
     }
 
     fn keys(&self) -> usize {
@@ -310,11 +235,51 @@ impl Operands {
         (pair / self.group) * self.keys() * self.d
     }
 
-    /// Block `start..start + rows` of `pair`'s query rows: its scores against the keys they
-    /// see (`scores`, `rows × seen`, row-major), then the probabilities. Returns `seen`.
+    /// The tasks of both passes, query head by query head, span by span: the order of the
+    /// output's rows.
+    fn units(&self) -> Vec<Unit> {
+        let pairs = self.batch * self.heads;
+        let mut units = Vec::with_capacity(pairs * self.spans.len());
+        for pair in 0..pairs {
+            let mut at = 0;
+            for &len in &self.spans {
+                units.push(Unit { pair, at, len });
+                at += len;
+            }
+        }
+        units
+    }
+
+    /// `unit`'s query rows, `[len, d]`.
+    fn queries<'a>(&self, all: &'a [f32], unit: Unit) -> &'a [f32] {
+        &all[(unit.pair * self.len + unit.at) * self.d..][..unit.len * self.d]
+    }
+
+    /// The keys (or values, in `all`) that `unit` sees, `[prefix + len, d]`: the prefix's,
+    /// then its own span's; borrowed where they lie together.
+    fn seen<'a>(&self, all: &'a [f32], unit: Unit) -> Cow<'a, [f32]> {
+        let (d, prefix) = (self.d, self.prefix);
+        let head = &all[self.kv_offset(unit.pair)..][..self.keys() * d];
+        if unit.at == 0 {
+            return Cow::Borrowed(&head[..(prefix + unit.len) * d]);
+        }
+        let own = &head[(prefix + unit.at) * d..][..unit.len * d];
+        if prefix == 0 {
+            return Cow::Borrowed(own);
+        }
+        let mut both = Vec::with_capacity((prefix + unit.len) * d);
+        both.extend_from_slice(&head[..prefix * d]);
+        both.extend_from_slice(own);
+        Cow::Owned(both)
+    }
+
+    /// Block `start..start + rows` of `unit`'s query rows `q`: its scores against the keys
+    /// `k` they see (`scores`, `rows × seen`, row-major), then the probabilities. Returns
+    /// `seen`.
     fn probabilities(
         &self,
-        pair: usize,
+        q: &[f32],
+        k: &[f32],
         start: usize,
         rows: usize,
         scores: &mut [f32],
@@ -322,9 +287,8 @@ impl Operands {
     ) -> usize {
         let (d, prefix) = (self.d, self.prefix);
         let seen = prefix + start + rows;
-        let q = &self.q.storage::<f32>()[(pair * self.len + start) * d..][..rows * d];
-        let k = &self.k.storage::<f32>()[self.kv_offset(pair)..][..seen * d];
-        causal_probabilities(q, k, d, prefix + start + 1, scores, lse);
+        let q = &q[start * d..][..rows * d];
+        causal_probabilities(q, &k[..seen * d], d, prefix + start + 1, scores, lse);
         seen
     }
 
@@ -332,23 +296,45 @@ impl Operands {
     pub(super) fn forward(&self) -> (FlexTensor, Vec<f32>) {
         let (len, d) = (self.len, self.d);
         let pairs = self.batch * self.heads;
+        let units = self.units();
         let mut out = zeros(Shape::from(vec![self.batch, self.heads, len, d]));
         let mut lse = vec![0f32; pairs * len];
-        let v = self.v.storage::<f32>();
-        out.storage_mut::<f32>()
-            .par_chunks_mut(len * d)
-            .zip(lse.par_chunks_mut(len))
-            .enumerate()
-            .for_each(|(pair, (out, lse))| {
-                let mut scores = vec![0f32; BLOCK.min(len) * self.keys()];
-                let v = &v[self.kv_offset(pair)..];
-                for start in (0..len).step_by(BLOCK) {
-                    let rows = BLOCK.min(len - start);
+        let (q, k, v) = (
+            self.q.storage::<f32>(),
+            self.k.storage::<f32>(),
+            self.v.storage::<f32>(),
+        );
+        let outs = pieces(out.storage_mut::<f32>(), units.iter().map(|u| u.len * d));
+        let lses = pieces(&mut lse, units.iter().map(|u| u.len));
+        units
+            .par_iter()
+            .zip(outs)
+            .zip(lses)
+            .for_each(|((&unit, out), lse)| {
+                let (q, k, v) = (
+                    self.queries(q, unit),
+                    self.seen(k, unit),
+                    self.seen(v, unit),
+                );
+                let mut scores = vec![0f32; BLOCK.min(unit.len) * (self.prefix + unit.len)];
+                for start in (0..unit.len).step_by(BLOCK) {
+                    let rows = BLOCK.min(unit.len - start);
                     let lse = Lse::Into(&mut lse[start..start + rows]);
-                    let seen = self.probabilities(pair, start, rows, &mut scores, lse);
+                    let seen = self.probabilities(q, &k, start, rows, &mut scores, lse);
                     // SAFETY: `rows × seen` probabilities, `seen` values and `rows` output
                     // rows of `d` lie in their buffers.
-                    unsafe { weigh(rows, seen, d, false, &mut out[start * d..], &scores, v, 1.0) };
+                    unsafe {
+                        weigh(
+                            rows,
+                            seen,
+                            d,
+                            false,
+                            &mut out[start * d..],
+                            &scores,
+                            &v,
+                            1.0,
+                        )
+                    };
                 }
             });
         (out, lse)
@@ -361,44 +347,49 @@ impl Operands {
         lse: &[f32],
         grad: &FlexTensor,
     ) -> (FlexTensor, FlexTensor, FlexTensor) {
-        let (len, d, keys) = (self.len, self.d, self.keys());
-        let pairs = self.batch * self.heads;
+        let (len, d, prefix) = (self.len, self.d, self.prefix);
         let scale = 1.0 / (d as f32).sqrt();
+        let units = self.units();
         let mut dq = zeros(self.q.layout().shape().clone());
-        // Each query head's share of its key/value head's gradients, summed below.
-        let mut dk_parts = vec![0f32; pairs * keys * d];
-        let mut dv_parts = vec![0f32; pairs * keys * d];
+        // Each unit's gradients of the keys and values it sees, `[prefix + len, d]`, summed
+        // into their key/value heads below.
+        let seen_size = |u: &Unit| (prefix + u.len) * d;
+        let total: usize = units.iter().map(seen_size).sum();
+        let (mut dk_parts, mut dv_parts) = (vec![0f32; total], vec![0f32; total]);
         let (q, k, v) = (
             self.q.storage::<f32>(),
             self.k.storage::<f32>(),
             self.v.storage::<f32>(),
         );
         let (o, g) = (out.storage::<f32>(), grad.storage::<f32>());
-        dq.storage_mut::<f32>()
-            .par_chunks_mut(len * d)
-            .zip(dk_parts.par_chunks_mut(keys * d))
-            .zip(dv_parts.par_chunks_mut(keys * d))
-            .enumerate()
-            .for_each(|(pair, ((dq, dk), dv))| {
-                let at = pair * len * d;
+        let dqs = pieces(dq.storage_mut::<f32>(), units.iter().map(|u| u.len * d));
+        let dks = pieces(&mut dk_parts, units.iter().map(seen_size));
+        let dvs = pieces(&mut dv_parts, units.iter().map(seen_size));
+        units
+            .par_iter()
+            .zip(dqs)
+            .zip(dks)
+            .zip(dvs)
+            .for_each(|(((&unit, dq), dk), dv)| {
                 let (q, o, g) = (
-                    &q[at..at + len * d],
-                    &o[at..at + len * d],
-                    &g[at..at + len * d],
+                    self.queries(q, unit),
+                    self.queries(o, unit),
+                    self.queries(g, unit),
                 );
-                let (k, v) = (&k[self.kv_offset(pair)..], &v[self.kv_offset(pair)..]);
+                let (k, v) = (self.seen(k, unit), self.seen(v, unit));
                 // Each row's Σ dO·O, the softmax's backward term.
                 let dot: Vec<f32> = o
                     .chunks_exact(d)
                     .zip(g.chunks_exact(d))
                     .map(|(o, g)| o.iter().zip(g).map(|(a, b)| a * b).sum())
                     .collect();
-                let mut probs = vec![0f32; BLOCK.min(len) * keys];
-                let mut dprobs = vec![0f32; BLOCK.min(len) * keys];
-                for start in (0..len).step_by(BLOCK) {
-                    let rows = BLOCK.min(len - start);
-                    let block_lse = Lse::Known(&lse[pair * len + start..pair * len + start + rows]);
-                    let seen = self.probabilities(pair, start, rows, &mut probs, block_lse);
+                let lse = &lse[unit.pair * len + unit.at..][..unit.len];
+                let mut probs = vec![0f32; BLOCK.min(unit.len) * (prefix + unit.len)];
+                let mut dprobs = probs.clone();
+                for start in (0..unit.len).step_by(BLOCK) {
+                    let rows = BLOCK.min(unit.len - start);
+                    let block_lse = Lse::Known(&lse[start..start + rows]);
+                    let seen = self.probabilities(q, &k, start, rows, &mut probs, block_lse);
                     let (gb, qb) = (&g[start * d..], &q[start * d..]);
                     // The one product called on raw pointers directly: its operands checked.
                     assert!(
@@ -437,7 +428,7 @@ impl Operands {
                             false,
                             &mut dq[start * d..],
                             &dprobs,
-                            k,
+                            &k,
                             scale,
                         );
                         // dK += dSᵀ · Q / √d
@@ -448,86 +439,61 @@ impl Operands {
         let kv_shape = self.k.layout().shape().clone();
         (
             dq,
-            self.sum_groups(&dk_parts, kv_shape.clone()),
-            self.sum_groups(&dv_parts, kv_shape),
+            self.sum_groups(&dk_parts, &units, kv_shape.clone()),
+            self.sum_groups(&dv_parts, &units, kv_shape),
         )
     }
 
-    /// Sums each key/value head's query heads' parts (`[pairs, keys, d]`) into a tensor of
-    /// `shape` (`[batch, kv_heads, keys, d]`).
-    fn sum_groups(&self, parts: &[f32], shape: Shape) -> FlexTensor {
-        let size = self.keys() * self.d;
+    /// Sums the units' parts (each `[prefix + len, d]`, in `units`' order) into the
+    /// key/value heads they read, a tensor of `shape` (`[batch, kv_heads, keys, d]`): the
+    /// prefix's rows from every unit of the head's query heads, a span's from its own.
+    fn sum_groups(&self, parts: &[f32], units: &[Unit], shape: Shape) -> FlexTensor {
+        let (d, prefix) = (self.d, self.prefix);
+        let mut starts = Vec::with_capacity(units.len());
+        let mut at = 0;
+        for u in units {
+            starts.push(at);
+            at += (prefix + u.len) * d;
+        }
+        // Units run query head by query head: a key/value head's are one run of them.
+        let per_kv_head = self.group * self.spans.len();
         let mut sum = zeros(shape);
         sum.storage_mut::<f32>()
-            .par_chunks_mut(size)
+            .par_chunks_mut(self.keys() * d)
             .enumerate()
             .for_each(|(kv, sum)| {
-                let first = kv * self.group;
-                sum.copy_from_slice(&parts[first * size..(first + 1) * size]);
-                for part in
-                    parts[(first + 1) * size..(first + self.group) * size].chunks_exact(size)
-                {
-                    sum.iter_mut().zip(part).for_each(|(s, p)| *s += p);
+                for i in kv * per_kv_head..(kv + 1) * per_kv_head {
+                    let u = units[i];
+                    let part = &parts[starts[i]..][..(prefix + u.len) * d];
+                    let (of_prefix, own) = part.split_at(prefix * d);
+                    let add = |dst: &mut [f32], src: &[f32]| {
+                        dst.iter_mut().zip(src).for_each(|(s, p)| *s += p);
+                    };
+                    add(&mut sum[..prefix * d], of_prefix);
+                    add(&mut sum[(prefix + u.at) * d..][..u.len * d], own);
                 }
             });
         sum
     }
 }
 
-/// A block's probabilities: the scores of its query rows `q` (rows of `d`) against the keys
-/// `k` (`seen` rows of `d`), `q · kᵀ / √d`, into `scores` (`rows × seen`, row-major), made
-/// the causal softmax of row `r` over its first `visible + r` keys ([`causal_softmax`]).
-pub(super) fn causal_probabilities(
-    q: &[f32],
-    k: &[f32],
-    d: usize,
-    visible: usize,
-    scores: &mut [f32],
-    lse: Lse<'_>,
-) {
-    let (rows, seen) = (q.len() / d, k.len() / d);
-    assert!(scores.len() >= rows * seen, "room for the block's scores");
-    // SAFETY: `q` holds `rows` rows and `k` `seen` rows of `d`, `scores` `rows × seen`.
-    unsafe {
-        product(
-            rows,
-            seen,
-            d,
-            scores.as_mut_ptr(),
-            false,
-            row_major(q.as_ptr(), d),
-            transposed(k.as_ptr(), d),
-            1.0 / (d as f32).sqrt(),
-        );
-    }
-    causal_softmax(&mut scores[..rows * seen], seen, visible, lse);
+/// One task of the passes: query head `pair`'s span of query rows `at..at + len`.
+#[derive(Debug, Clone, Copy)]
+struct Unit {
+    pair: usize,
+    at: usize,
+    len: usize,
 }
 
-/// Each row `r` of a block's scores (rows of `seen`) made the probabilities of its first
-/// `visible + r` keys (the keys past them 0): the softmax, its log-sum-exp written into
-/// `lse`, or with the log-sum-exp `lse` already knows.
-fn causal_softmax(scores: &mut [f32], seen: usize, visible: usize, mut lse: Lse<'_>) {
-    for (r, row) in scores.chunks_exact_mut(seen).enumerate() {
-        let (row, hidden) = row.split_at_mut(visible + r);
-        hidden.fill(0.0);
-        match &mut lse {
-            Lse::Known(lse) => {
-                exp_shifted(row, lse[r]);
-            }
-            Lse::Into(lse) => {
-                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let sum = exp_shifted(row, max);
-                let inv = 1.0 / sum;
-                row.iter_mut().for_each(|p| *p *= inv);
-                lse[r] = max + sum.ln();
-            }
-        }
+/// `buf` cut into consecutive pieces of `sizes` (what they do not cover left out).
+fn pieces(mut buf: &mut [f32], sizes: impl Iterator<Item = usize>) -> Vec<&mut [f32]> {
+    let mut out = Vec::new();
+    for size in sizes {
+        let (piece, rest) = std::mem::take(&mut buf).split_at_mut(size);
+        out.push(piece);
+        buf = rest;
     }
-}
-
-/// `dp ← p ∘ (dp − dot)`.
-fn softmax_backward(p: &[f32], dp: &mut [f32], dot: f32) {
-    dp.iter_mut().zip(p).for_each(|(g, p)| *g = p * (*g - dot));
+    out
 }
 
 #[cfg(test)]
@@ -572,6 +538,66 @@ mod tests {
                 let diff = max_diff(got, want);
                 assert!(
                     diff < bound * scale.max(1.0),
+                    "prefix {prefix}, {name}: max |Δ| {diff} (scale {scale})"
+                );
+            }
+        }
+    }
+
+    /// Sequences laid end to end (`spans`) after a shared prefix: the output and the three
+    /// gradients equal each sequence's own pass after the prefix, the prefix's gradients
+    /// summed over the sequences that read it.
+    #[test]
+    fn spans_attend_to_the_prefix_and_themselves_alone() {
+        let device = Device::flex().autodiff();
+        let normal = Distribution::Normal(0.0, 1.0);
+        let (kv, group, d) = (2, 3, 32);
+        let spans = [BLOCK + 5, 1, 17, 2 * BLOCK + 1];
+        let len: usize = spans.iter().sum();
+        for prefix in [0, 23] {
+            let leaf = |dims: [usize; 4]| Tensor::<4>::random(dims, normal, &device).require_grad();
+            let q = leaf([1, kv * group, len, d]);
+            let k = leaf([1, kv, prefix + len, d]);
+            let v = leaf([1, kv, prefix + len, d]);
+            let weights = Tensor::<4>::random([1, kv * group, len, d], normal, &device);
+            let packed = causal_spans(q.clone(), k.clone(), v.clone(), group, prefix, &spans);
+            let mut outs = Vec::new();
+            let mut at = 0;
+            for &n in &spans {
+                let own = |t: &Tensor<4>| {
+                    let run = t.clone().narrow(2, prefix + at, n);
+                    if prefix == 0 {
+                        return run;
+                    }
+                    Tensor::cat(vec![t.clone().narrow(2, 0, prefix), run], 2)
+                };
+                outs.push(causal(
+                    q.clone().narrow(2, at, n),
+                    own(&k),
+                    own(&v),
+                    group,
+                    prefix,
+                ));
+                at += n;
+            }
+            let alone = Tensor::cat(outs, 2);
+            let grads_of = |out: Tensor<4>| {
+                let grads = (out * weights.clone()).sum().backward();
+                let grad = |t: &Tensor<4>| t.grad(&grads).expect("a gradient");
+                (grad(&q), grad(&k), grad(&v))
+            };
+            let diff = max_diff(packed.clone().inner(), alone.clone().inner());
+            assert!(diff < 1e-5, "prefix {prefix}: outputs differ by {diff}");
+            let (got, want) = (grads_of(packed), grads_of(alone));
+            for (name, got, want) in [
+                ("dq", got.0, want.0),
+                ("dk", got.1, want.1),
+                ("dv", got.2, want.2),
+            ] {
+                let scale = want.clone().abs().max().into_scalar::<f32>();
+                let diff = max_diff(got, want);
+                assert!(
+                    diff < 1e-5 * scale.max(1.0),
                     "prefix {prefix}, {name}: max |Δ| {diff} (scale {scale})"
                 );
             }

@@ -45,25 +45,45 @@ pub fn causal(
     heads: usize,
     kv_heads: usize,
 ) -> Tensor<3> {
+    let len = qkv.dims()[1];
+    causal_spans(qkv, cos, sin, heads, kv_heads, &[len])
+}
+
+/// [`causal`] over sequences laid end to end in each row: runs of `spans` positions
+/// (summing to `len`), each attending to itself alone (the tables give each run's own
+/// positions) — [`super::fused_attention::causal_spans`].
+///
+/// # Panics
+/// As [`causal`], and where `spans` do not sum to `len` or one is empty.
+pub fn causal_spans(
+    qkv: Tensor<3>,
+    cos: Tensor<3>,
+    sin: Tensor<3>,
+    heads: usize,
+    kv_heads: usize,
+    spans: &[usize],
+) -> Tensor<3> {
     Tensor::from_dispatch(<Dispatch as FusedQkvAttention>::fused_qkv_attention(
         qkv.into_dispatch(),
         cos.into_dispatch(),
         sin.into_dispatch(),
         heads,
         kv_heads,
+        spans.to_vec(),
     ))
 }
 
 /// The extension: see [`causal`].
 #[backend_extension(Flex, Autodiff)]
 pub trait FusedQkvAttention: Backend {
-    /// See [`causal`].
+    /// See [`causal_spans`].
     fn fused_qkv_attention(
         qkv: FloatTensor<Self>,
         cos: FloatTensor<Self>,
         sin: FloatTensor<Self>,
         heads: usize,
         kv_heads: usize,
+        spans: Vec<usize>,
     ) -> FloatTensor<Self>;
 }
 
@@ -74,10 +94,11 @@ impl FusedQkvAttention for Flex {
         sin: FlexTensor,
         heads: usize,
         kv_heads: usize,
+        spans: Vec<usize>,
     ) -> FlexTensor {
         let dims = Dims::new(&qkv, heads, kv_heads);
         let (cos, sin) = (contiguous(cos), contiguous(sin));
-        let operands = dims.split(&contiguous(qkv), &cos, &sin);
+        let operands = dims.split(&contiguous(qkv), &cos, &sin).with_spans(spans);
         dims.merge_heads(&operands.forward().0)
     }
 }
@@ -89,6 +110,7 @@ impl<C: CheckpointStrategy> FusedQkvAttention for Autodiff<Flex, C> {
         sin: FloatTensor<Self>,
         heads: usize,
         kv_heads: usize,
+        spans: Vec<usize>,
     ) -> FloatTensor<Self> {
         let (cos, sin) = (
             contiguous(cos.into_primitive()),
@@ -102,7 +124,7 @@ impl<C: CheckpointStrategy> FusedQkvAttention for Autodiff<Flex, C> {
             OpsKind::Tracked(prep) => {
                 let qkv = contiguous(qkv.primitive().clone());
                 let dims = Dims::new(&qkv, heads, kv_heads);
-                let operands = dims.split(&qkv, &cos, &sin);
+                let operands = dims.split(&qkv, &cos, &sin).with_spans(spans);
                 let (out, lse) = operands.forward();
                 let merged = dims.merge_heads(&out);
                 prep.finish(
@@ -123,6 +145,7 @@ impl<C: CheckpointStrategy> FusedQkvAttention for Autodiff<Flex, C> {
                 sin,
                 heads,
                 kv_heads,
+                spans,
             )),
         }
     }

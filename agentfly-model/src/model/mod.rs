@@ -2,6 +2,7 @@
 
 pub mod amx;
 mod attention;
+mod attention_blocks;
 pub mod bf16;
 mod cache;
 mod config;

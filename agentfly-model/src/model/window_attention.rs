@@ -15,7 +15,7 @@
 
 #![allow(unsafe_code)] // The gemm crate's products take raw pointers.
 
-use super::fused_attention::{BLOCK, Lse, causal_probabilities, weigh};
+use super::attention_blocks::{BLOCK, Lse, causal_probabilities, weigh};
 use super::vector::{Shared, attention_operands, zeros};
 use burn::backend::flex::{Flex, FlexTensor};
 use burn::backend::tensor::FloatTensor;

@@ -19,8 +19,8 @@ pub struct TrainSection {
     /// its own step. More than one step per batch (epochs × mini-batches) is what makes
     /// PPO's ratio move away from 1 and its clip act.
     pub mini_batches: usize,
-    /// A micro-batch computes at most this many padded positions (at least one sequence);
-    /// a prefix that all of the batch's rows share counts once.
+    /// A micro-batch computes at most this many positions (at least one sequence): its rows
+    /// laid end to end without padding, a prefix that all of them share counted once.
     pub micro_batch_tokens: usize,
     /// Recompute the memory-bound operations in the backward pass instead of keeping their
     /// outputs (`device::training`): about a quarter less peak memory for about 5% more

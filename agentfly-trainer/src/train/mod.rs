@@ -45,6 +45,6 @@ pub use optim::{OptimConfig, Schedule, clip_grad_norm, grad_norm};
 pub use ppo::policy_update;
 pub use reference::Reference;
 pub use report::StepReport;
-pub use rows::{PolicyRow, micro_batches, share_prefixes};
+pub use rows::{PolicyRow, micro_batches, pack_rows, share_prefixes};
 pub use sft::sft_update;
 pub use value::{ValueHead, value_loss};

@@ -1,6 +1,8 @@
 //! The training batch's geometry: the rows to learn from, their grouping into micro-batches
-//! by a padded-token budget, the prefix a micro-batch's rows share, and the positions a
-//! micro-batch learns from.
+//! by a token budget, the prefix a micro-batch's rows share, and the positions a
+//! micro-batch learns from. A micro-batch's rows are laid end to end in one sequence
+//! (packed, each attending to itself alone) rather than padded to the longest, unless
+//! packing is turned off ([`pack_rows`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -33,20 +35,28 @@ impl PolicyRow {
     }
 }
 
-/// Groups of row indices whose padded size `rows × longest` stays within `budget`.
+/// Groups of row indices, longest first, whose size stays within `budget` tokens: the sum
+/// of their lengths (packed), or `rows × longest` with packing off ([`pack_rows`]). A row
+/// longer than the budget is alone.
 pub fn micro_batches(lens: &[usize], budget: usize) -> Vec<Vec<usize>> {
+    let packed = PACK_ROWS.load(Ordering::Relaxed);
     let mut order: Vec<usize> = (0..lens.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(lens[i]));
     let mut out: Vec<Vec<usize>> = Vec::new();
     let mut current: Vec<usize> = Vec::new();
-    let mut longest = 0;
+    let (mut longest, mut sum) = (0, 0);
     for i in order {
-        let len = lens[i].max(longest);
-        if !current.is_empty() && (current.len() + 1) * len > budget {
+        let size = if packed {
+            sum + lens[i]
+        } else {
+            (current.len() + 1) * lens[i].max(longest)
+        };
+        if !current.is_empty() && size > budget {
             out.push(std::mem::take(&mut current));
-            longest = 0;
+            (longest, sum) = (0, 0);
         }
         longest = longest.max(lens[i]);
+        sum += lens[i];
         current.push(i);
     }
     if !current.is_empty() {
@@ -62,8 +72,8 @@ pub(crate) fn micro_batches_of(rows: &[PolicyRow], budget: usize) -> Vec<Vec<usi
 }
 
 /// The micro-batches of the rows `among` (indices into `rows`) within `budget` tokens,
-/// counting what a micro-batch computes: its rows padded to the longest, past the prefix
-/// they all share, which runs once ([`shared_prefix`]). Rows with the same prompt (the
+/// counting what a micro-batch computes: its rows past the prefix they all share, which
+/// runs once ([`shared_prefix`]), packed (or padded to the longest, [`pack_rows`]). Rows with the same prompt (the
 /// tokens before the first they learn from: a group's chains of one sample) are packed
 /// together, longest first (or in token order, when chains that sampled alike then share
 /// more), so that each micro-batch runs its prompt once (a text-world group's 8 chains
@@ -87,7 +97,7 @@ pub(crate) fn micro_batches_among(
     if among.len() < 2 || scored_everywhere || !SHARE_PREFIXES.load(Ordering::Relaxed) {
         return by_length;
     }
-    // What a micro-batch holds: its rows past the shared prefix, padded, the prefix once,
+    // What a micro-batch holds: its rows past the shared prefix, the prefix once,
     // and the prefix's keys and values handed to every row (a layer keeps ~16 times more
     // per token than its keys and values).
     let cost = |group: &[usize]| {
@@ -166,6 +176,25 @@ pub fn share_prefixes(on: bool) {
     SHARE_PREFIXES.store(on, Ordering::Relaxed);
 }
 
+/// Whether a micro-batch's rows are laid end to end in one sequence (the default) rather
+/// than padded to the longest.
+static PACK_ROWS: AtomicBool = AtomicBool::new(true);
+
+/// Turns packing on (the default) or off, for the whole process: a micro-batch's rows
+/// laid end to end in one sequence, each attending to itself alone, instead of padded to
+/// the longest; the budget of [`micro_batches`] counts their sum instead of
+/// `rows × longest`. The log-probs and gradients are the same either way (up to float
+/// rounding); only the micro-batches, the time and the memory differ. For benchmarks and
+/// the tests that compare the two.
+pub fn pack_rows(on: bool) {
+    PACK_ROWS.store(on, Ordering::Relaxed);
+}
+
+/// Whether [`pack_rows`] is on.
+pub(crate) fn packs_rows() -> bool {
+    PACK_ROWS.load(Ordering::Relaxed)
+}
+
 /// How many leading tokens the rows `group` all begin with, leaving each row at least one
 /// token past them: what one pass computes once for all of them
 /// ([`agentfly_model::model::Decoder::hidden_of_prefix_and_rows`]). Positions the rows learn from
@@ -194,15 +223,18 @@ pub(crate) fn shared_prefix(rows: &[PolicyRow], group: &[usize]) -> usize {
     }
 }
 
-/// The positions a pass over the rows `group` runs: the rows past the prefix they share,
-/// padded to the longest, and the prefix once.
+/// The positions a pass over the rows `group` runs: the rows past the prefix they share
+/// (packed, or padded to the longest), and the prefix once.
 pub(crate) fn computed_positions(rows: &[PolicyRow], group: &[usize]) -> usize {
     positions_past(rows, group, shared_prefix(rows, group))
 }
 
-/// The padding a pass over the rows `group` computes: each row's positions past its end, up
-/// to the longest row's.
+/// The padding a pass over the rows `group` computes: none when packed; else each row's
+/// positions past its end, up to the longest row's.
 pub(crate) fn padding_positions(rows: &[PolicyRow], group: &[usize]) -> usize {
+    if packs_rows() {
+        return 0;
+    }
     let lens = group.iter().map(|&i| rows[i].tokens.len());
     let longest = lens.clone().max().unwrap_or(0);
     lens.map(|len| longest - len).sum()
@@ -210,6 +242,13 @@ pub(crate) fn padding_positions(rows: &[PolicyRow], group: &[usize]) -> usize {
 
 /// [`computed_positions`] with the rows' `shared` prefix already known.
 fn positions_past(rows: &[PolicyRow], group: &[usize], shared: usize) -> usize {
+    if packs_rows() {
+        return group
+            .iter()
+            .map(|&i| rows[i].tokens.len() - shared)
+            .sum::<usize>()
+            + shared;
+    }
     let longest = group
         .iter()
         .map(|&i| rows[i].tokens.len())
@@ -330,7 +369,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pass_computes_the_shared_prefix_once_and_pads_to_the_longest() {
+    fn a_pass_computes_the_shared_prefix_once_and_packs_the_rows() {
         let prompt: Vec<u32> = (0..40).collect();
         // 40 + 30, 40 + 45 and 40 + 60 tokens sharing the prompt (each row's own tokens
         // differ from their first).
@@ -342,12 +381,9 @@ mod tests {
         let group = [0, 1, 2];
         let shared = shared_prefix(&rows, &group);
         assert_eq!(shared, 40);
-        assert_eq!(
-            computed_positions(&rows, &group),
-            3 * (100 - shared) + shared
-        );
-        assert_eq!(padding_positions(&rows, &group), 30 + 15);
-        assert_eq!(padding_positions(&rows, &[2]), 0);
+        // Packed (the default; no test in this crate turns it off): no padding.
+        assert_eq!(computed_positions(&rows, &group), 30 + 45 + 60 + shared);
+        assert_eq!(padding_positions(&rows, &group), 0);
     }
 
     #[test]
@@ -360,6 +396,12 @@ mod tests {
         assert_eq!(
             micro_batches_among(&rows, &among, 150),
             micro_batches(&lens, 150)
+        );
+        // Longest first, packed: 113 + 93 > 150, so [113], [93], then 73 + 53 = 126, and
+        // 33 + 13 on their own.
+        assert_eq!(
+            micro_batches(&lens, 150),
+            vec![vec![5], vec![4], vec![3, 2], vec![1, 0]]
         );
     }
 }
