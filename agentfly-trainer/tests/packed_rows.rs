@@ -7,12 +7,11 @@
 
 use agentfly_testdata::support as common;
 
+mod support;
+use support::{assert_same_gradients, learning, max_diff, scored_and_updated, values};
+
 use agentfly_model::Pretrained;
-use agentfly_trainer::train::{
-    Actor, AtPositions, OptimConfig, Packed, PolicyRow, StepReport, TrainSection,
-    logprobs_of_hidden, pack_rows, policy_update,
-};
-use burn::module::Param;
+use agentfly_trainer::train::{AtPositions, Packed, PolicyRow, logprobs_of_hidden, pack_rows};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor, TensorData};
 
@@ -21,17 +20,6 @@ fn tokens(n: usize, seed: u32) -> Vec<u32> {
     (0..n as u32)
         .map(|t| 3 + (t * 101 + seed * 211) % 505)
         .collect()
-}
-
-fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
-    t.into_data().try_to_vec::<f32>().unwrap()
-}
-
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
 }
 
 /// Where each of `lens` begins when they are laid end to end.
@@ -63,26 +51,7 @@ fn assert_same(decoder_of: &Pretrained, padded: AtPositions, packed: AtPositions
     };
     let want = GradientsParams::from_grads(loss(padded.logprobs).backward(), decoder);
     let got = GradientsParams::from_grads(loss(packed.logprobs).backward(), decoder);
-    let grad =
-        |g: &GradientsParams, p: &Param<Tensor<2>>| values(g.get::<2>(p.id).expect("a gradient"));
-    let last = decoder.blocks.last().unwrap();
-    for (what, param) in [
-        ("embedding", &decoder.embed),
-        (
-            "first layer's q/k/v",
-            &decoder.blocks[0].attention.qkv.weight,
-        ),
-        ("last layer's MLP", &last.mlp.down.weight),
-    ] {
-        let (a, b) = (grad(&want, param), grad(&got, param));
-        let scale = a.iter().fold(0.0f32, |m, x| m.max(x.abs()));
-        let diff = max_diff(&a, &b);
-        assert!(scale > 0.0, "{what}: no gradient");
-        assert!(
-            diff < 1e-4 * scale.max(1.0),
-            "{what}: gradients differ by {diff} (largest {scale})"
-        );
-    }
+    assert_same_gradients(decoder, &want, &got);
 }
 
 #[test]
@@ -211,40 +180,6 @@ fn packed_rows_after_a_shared_prefix_give_the_padded_passes_results() {
     assert_same(&model, want, got, &device);
 }
 
-/// A row learning from its `mask`ed tokens with `advantage`.
-fn learning(tokens: Vec<u32>, mask: Vec<f32>, advantage: f32) -> PolicyRow {
-    PolicyRow {
-        advantages: mask.iter().map(|m| m * advantage).collect(),
-        tokens,
-        mask,
-        ..PolicyRow::default()
-    }
-}
-
-/// The log-probs of `rows`, then one GRPO update on them from `model`'s weights, with
-/// packing on or off.
-fn scored_and_updated(
-    model: &Pretrained,
-    rows: &[PolicyRow],
-    packed: bool,
-) -> (Vec<Vec<f32>>, StepReport) {
-    let optim = OptimConfig {
-        lr: 1e-3,
-        weight_decay: 0.0,
-        ..OptimConfig::default()
-    };
-    let config = TrainSection {
-        track_kl: false,
-        ..TrainSection::default()
-    };
-    pack_rows(packed);
-    let mut actor = Actor::new(model.decoder.clone(), model.rope.clone(), optim, 10);
-    let logprobs = actor.logprobs(rows, 4096);
-    let report = policy_update(&mut actor, &mut None, None, rows, &config, 0);
-    pack_rows(true);
-    (logprobs, report)
-}
-
 /// A policy update on rows of one prompt (the prefix shared, learned tokens in common) and
 /// on rows of different prompts: the same log-probs, loss, gradient norm and entropy
 /// packed or padded; the padded pass computes padding, the packed one none. (The only test
@@ -276,8 +211,8 @@ fn a_policy_update_is_the_same_packed_or_padded() {
         })
         .collect();
     for (what, rows) in [("one prompt", one_prompt), ("many prompts", many_prompts)] {
-        let (padded_lp, padded) = scored_and_updated(&model, &rows, false);
-        let (packed_lp, packed) = scored_and_updated(&model, &rows, true);
+        let (padded_lp, padded) = scored_and_updated(&model, &rows, pack_rows, false);
+        let (packed_lp, packed) = scored_and_updated(&model, &rows, pack_rows, true);
         for (r, (a, b)) in padded_lp.iter().zip(&packed_lp).enumerate() {
             let diff = max_diff(a, b);
             assert!(diff < 1e-4, "{what}, row {r}: log-probs differ by {diff}");

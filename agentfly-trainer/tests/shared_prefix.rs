@@ -7,12 +7,13 @@
 
 use agentfly_testdata::support as common;
 
+mod support;
+use support::{assert_same_gradients, learning, max_diff, scored_and_updated, values};
+
 use agentfly_model::Pretrained;
 use agentfly_trainer::train::{
-    Actor, OptimConfig, Packed, PolicyRow, StepReport, TrainSection, logprobs_at,
-    logprobs_of_hidden, policy_update, share_prefixes,
+    Packed, PolicyRow, StepReport, logprobs_at, logprobs_of_hidden, share_prefixes,
 };
-use burn::module::Param;
 use burn::optim::GradientsParams;
 use burn::tensor::{Tensor, TensorData};
 
@@ -38,17 +39,6 @@ fn rows() -> (Vec<Vec<u32>>, Vec<(usize, usize)>) {
         .flat_map(|(r, row)| (PREFIX..row.len() - 1).step_by(3).map(move |t| (r, t)))
         .collect();
     (rows, picks)
-}
-
-fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
-    t.into_data().try_to_vec::<f32>().unwrap()
-}
-
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
 }
 
 #[test]
@@ -104,47 +94,7 @@ fn the_prefix_run_once_gives_the_hidden_states_logprobs_and_gradients_of_the_ful
     };
     let want = GradientsParams::from_grads(loss(want.logprobs).backward(), decoder);
     let got = GradientsParams::from_grads(loss(got.logprobs).backward(), decoder);
-    let grad =
-        |g: &GradientsParams, p: &Param<Tensor<2>>| values(g.get::<2>(p.id).expect("a gradient"));
-    let block = &decoder.blocks[0];
-    for (what, param) in [
-        ("embedding", &decoder.embed),
-        ("first layer's q/k/v", &block.attention.qkv.weight),
-        ("first layer's MLP", &block.mlp.down.weight),
-    ] {
-        let (a, b) = (grad(&want, param), grad(&got, param));
-        let scale = a.iter().fold(0.0f32, |m, x| m.max(x.abs()));
-        let diff = max_diff(&a, &b);
-        assert!(scale > 0.0, "{what}: no gradient");
-        assert!(
-            diff < 1e-4 * scale.max(1.0),
-            "{what}: gradients differ by {diff} (largest {scale})"
-        );
-    }
-}
-
-/// The log-probs of `rows` (micro-batches of 4 096 tokens), then one GRPO update on them
-/// from `model`'s weights, with prefixes shared or not.
-fn scored_and_updated(
-    model: &Pretrained,
-    rows: &[PolicyRow],
-    share: bool,
-) -> (Vec<Vec<f32>>, StepReport) {
-    let optim = OptimConfig {
-        lr: 1e-3,
-        weight_decay: 0.0,
-        ..OptimConfig::default()
-    };
-    let config = TrainSection {
-        track_kl: false,
-        ..TrainSection::default()
-    };
-    share_prefixes(share);
-    let mut actor = Actor::new(model.decoder.clone(), model.rope.clone(), optim, 10);
-    let logprobs = actor.logprobs(rows, 4096);
-    let report = policy_update(&mut actor, &mut None, None, rows, &config, 0);
-    share_prefixes(true);
-    (logprobs, report)
+    assert_same_gradients(decoder, &want, &got);
 }
 
 #[test]
@@ -167,8 +117,8 @@ fn a_policy_update_is_the_same_with_prefixes_shared_or_not() {
     // the weights cannot tell rounding apart from a wrong gradient: the gradients are
     // compared entry by entry above; here the update's loss, entropy and (unclipped)
     // gradient norm.
-    let (_, plain) = scored_and_updated(&model, &rows, false);
-    let (_, shared) = scored_and_updated(&model, &rows, true);
+    let (_, plain) = scored_and_updated(&model, &rows, share_prefixes, false);
+    let (_, shared) = scored_and_updated(&model, &rows, share_prefixes, true);
     assert_same_update(&plain, &shared);
 }
 
@@ -195,23 +145,13 @@ fn chains_with_a_common_turn() -> Vec<PolicyRow> {
         .collect()
 }
 
-/// A row learning from its `mask`ed tokens with `advantage`.
-fn learning(tokens: Vec<u32>, mask: Vec<f32>, advantage: f32) -> PolicyRow {
-    PolicyRow {
-        advantages: mask.iter().map(|m| m * advantage).collect(),
-        tokens,
-        mask,
-        ..PolicyRow::default()
-    }
-}
-
 /// `rows`' log-probs and update with prefixes shared are those without (the tiny model):
 /// the shared log-probs.
 fn same_with_sharing(rows: &[PolicyRow]) -> Vec<Vec<f32>> {
     let device = common::device().autodiff();
     let model = Pretrained::load(common::fixtures().join("tiny-qwen2"), &device).unwrap();
-    let (plain_lp, plain) = scored_and_updated(&model, rows, false);
-    let (shared_lp, shared) = scored_and_updated(&model, rows, true);
+    let (plain_lp, plain) = scored_and_updated(&model, rows, share_prefixes, false);
+    let (shared_lp, shared) = scored_and_updated(&model, rows, share_prefixes, true);
     for (r, (a, b)) in plain_lp.iter().zip(&shared_lp).enumerate() {
         let diff = max_diff(a, b);
         assert!(diff < 1e-4, "row {r}: log-probs differ by {diff}");
