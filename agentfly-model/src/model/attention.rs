@@ -146,6 +146,21 @@ pub(super) fn causal_attention(
         return blocked(q, k, v, group, prefix);
     }
     // Other backends: each run on its own, after the prefix's keys and values.
+    span_by_span(q, k, v, group, prefix, spans, blocked)
+}
+
+/// `attend` (a causal attention after a prefix) run on each of `spans`' runs of `q`'s rows
+/// alone, with the prefix's keys and values and the run's own, the outputs joined again:
+/// what [`causal_attention`] with spans computes.
+pub(super) fn span_by_span(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    group: usize,
+    prefix: usize,
+    spans: &[usize],
+    attend: fn(Tensor<4>, Tensor<4>, Tensor<4>, usize, usize) -> Tensor<4>,
+) -> Tensor<4> {
     let mut outs = Vec::with_capacity(spans.len());
     let mut at = 0;
     for &n in spans {
@@ -157,7 +172,7 @@ pub(super) fn causal_attention(
                 Tensor::cat(vec![t.clone().narrow(2, 0, prefix), run], 2)
             }
         };
-        outs.push(blocked(
+        outs.push(attend(
             q.clone().narrow(2, at, n),
             own(&k),
             own(&v),

@@ -499,7 +499,7 @@ fn pieces(mut buf: &mut [f32], sizes: impl Iterator<Item = usize>) -> Vec<&mut [
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::attention::blocked;
+    use crate::model::attention::{blocked, span_by_span};
     use burn::tensor::Distribution;
 
     fn max_diff(a: Tensor<4>, b: Tensor<4>) -> f32 {
@@ -561,26 +561,15 @@ mod tests {
             let v = leaf([1, kv, prefix + len, d]);
             let weights = Tensor::<4>::random([1, kv * group, len, d], normal, &device);
             let packed = causal_spans(q.clone(), k.clone(), v.clone(), group, prefix, &spans);
-            let mut outs = Vec::new();
-            let mut at = 0;
-            for &n in &spans {
-                let own = |t: &Tensor<4>| {
-                    let run = t.clone().narrow(2, prefix + at, n);
-                    if prefix == 0 {
-                        return run;
-                    }
-                    Tensor::cat(vec![t.clone().narrow(2, 0, prefix), run], 2)
-                };
-                outs.push(causal(
-                    q.clone().narrow(2, at, n),
-                    own(&k),
-                    own(&v),
-                    group,
-                    prefix,
-                ));
-                at += n;
-            }
-            let alone = Tensor::cat(outs, 2);
+            let alone = span_by_span(
+                q.clone(),
+                k.clone(),
+                v.clone(),
+                group,
+                prefix,
+                &spans,
+                causal,
+            );
             let grads_of = |out: Tensor<4>| {
                 let grads = (out * weights.clone()).sum().backward();
                 let grad = |t: &Tensor<4>| t.grad(&grads).expect("a gradient");
